@@ -1,0 +1,169 @@
+//! The HTTP side: routes requests, answers from the scenario, records what was asked.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tiny_http::{Header, Method, Request, Response};
+
+use crate::conversation::Conversation;
+use crate::record::{RecordedRequest, Records};
+use crate::response::{BashCall, Reply};
+use crate::scenario::{Scenario, Usage};
+
+/// Tokens reported for Claude Code's side requests (titles, summaries, probes).
+const SIDE_USAGE: Usage = Usage {
+    input_tokens: 1,
+    output_tokens: 1,
+};
+
+pub struct State {
+    pub scenario: Scenario,
+    pub records: Mutex<Records>,
+    pub log_to_stderr: bool,
+    next_id: AtomicU64,
+}
+
+impl State {
+    pub fn new(scenario: Scenario, log_to_stderr: bool) -> State {
+        State {
+            scenario,
+            records: Mutex::new(Records::default()),
+            log_to_stderr,
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn log(&self, line: &str) {
+        // Only method, path and what the scenario made of the request: never headers,
+        // so the x-api-key value cannot appear.
+        if self.log_to_stderr {
+            eprintln!("fake-anthropic: {line}");
+        }
+    }
+}
+
+/// Answers requests until the server is unblocked.
+pub fn serve(server: Arc<tiny_http::Server>, state: Arc<State>) {
+    while let Ok(request) = server.recv() {
+        handle(request, &state);
+    }
+}
+
+fn handle(mut request: Request, state: &State) {
+    let method = request.method().clone();
+    // The query (`?beta=true`) does not change the answer.
+    let path = request.url().split('?').next().unwrap_or("").to_owned();
+    let mut body = String::new();
+    let response = match request.as_reader().read_to_string(&mut body) {
+        Err(err) => error(400, &format!("unreadable request body: {err}")),
+        Ok(_) => route(&method, &path, &body, state),
+    };
+    state.log(&format!("{method} {path} -> {}", response.0));
+    let (status, content_type, payload) = response;
+    let header = Header::from_bytes("content-type", content_type).expect("static header is valid");
+    let reply = Response::from_string(payload)
+        .with_status_code(status)
+        .with_header(header);
+    // A client that hung up is not the server's problem.
+    let _ = request.respond(reply);
+}
+
+type Answer = (u16, &'static str, String);
+
+fn route(method: &Method, path: &str, body: &str, state: &State) -> Answer {
+    match (method, path) {
+        (Method::Post, "/v1/messages/count_tokens") => json_answer(&json!({"input_tokens": 100})),
+        (Method::Post, "/v1/messages") => match serde_json::from_str::<Value>(body)
+            .map_err(|err| format!("request body is not JSON: {err}"))
+            .and_then(|body| Conversation::from_body(&body))
+        {
+            Ok(conversation) => messages(conversation, state),
+            Err(message) => error(400, &message),
+        },
+        // Connectivity probes (Claude Code sends `HEAD /` first).
+        (Method::Head | Method::Get, _) => (200, "application/json", "{}".to_owned()),
+        _ => error(
+            404,
+            &format!("fake-anthropic does not serve {method} {path}"),
+        ),
+    }
+}
+
+fn messages(conversation: Conversation, state: &State) -> Answer {
+    let id = state.next_id();
+    let mut reply = Reply {
+        id: format!("msg_fake_{id}"),
+        model: conversation.model.clone(),
+        text: None,
+        bash: None,
+        usage: SIDE_USAGE,
+    };
+    let mut script_index = None;
+    if !conversation.offers_bash {
+        reply.text = Some("Sandcastle test".to_owned());
+    } else if let Some((index, turn)) = state
+        .scenario
+        .script_for(&conversation.prompt)
+        .and_then(|(index, script)| Some((index, script.turn(conversation.turn)?)))
+    {
+        script_index = Some(index);
+        reply.text = turn.text.clone();
+        reply.bash = turn.bash.as_ref().map(|command| BashCall {
+            tool_use_id: format!("toolu_fake_{id}"),
+            command: command.clone(),
+            description: turn
+                .description
+                .clone()
+                .unwrap_or_else(|| "Run a command".into()),
+        });
+        reply.usage = turn.usage();
+    } else {
+        reply.text = Some(unmatched_text(&conversation));
+        reply.usage = Usage::default();
+    }
+    state.log(&format!(
+        "model={} turn={} script={script_index:?} side={}",
+        conversation.model, conversation.turn, !conversation.offers_bash
+    ));
+    let record = RecordedRequest {
+        model: conversation.model.clone(),
+        prompt: conversation.prompt.clone(),
+        turn: conversation.turn,
+        script: script_index,
+        usage: reply.usage,
+    };
+    state
+        .records
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .add(record, conversation.offers_bash);
+    if conversation.stream {
+        (200, "text/event-stream", reply.to_sse())
+    } else {
+        json_answer(&reply.to_message_json())
+    }
+}
+
+fn unmatched_text(conversation: &Conversation) -> String {
+    let start: String = conversation.prompt.chars().take(200).collect();
+    format!(
+        "fake-anthropic: no scripted turn {} for this conversation; no script's \"match\" \
+         occurs in its prompt, or the script has fewer turns. Prompt starts: {start:?}",
+        conversation.turn
+    )
+}
+
+fn json_answer(value: &Value) -> Answer {
+    (200, "application/json", value.to_string())
+}
+
+fn error(status: u16, message: &str) -> Answer {
+    let body =
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+    (status, "application/json", body.to_string())
+}
