@@ -1,11 +1,79 @@
-//! `sandcastle`: the autonomous pull-request loop. OWNER of main/run/plan/state/report/lock/doctor: lead.
+//! `sandcastle`: the autonomous pull-request loop. Planner, implementer, reviewer and pr-fixer agents
+//! (Claude Code) work on Forgejo issues in Docker sandboxes; the orchestrator owns every push and
+//! every forge change.
 mod agent;
+mod context;
+mod doctor;
 mod forge;
 mod git;
+mod issue_lane;
+mod lock;
+mod pass;
+mod plan;
+mod planning;
 mod progress;
 mod prompts;
+mod report;
+mod rework_lane;
+mod role;
+mod run;
 mod sandbox;
 mod secrets;
+mod state;
 mod stream;
 
-fn main() {}
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+#[command(after_help = "Everything a project tunes lives in .sandcastle/config.toml; secrets in .sandcastle/.env.\n\
+Run `sandcastle doctor` first: it checks every prerequisite and says how to fix what is missing.")]
+struct Cli {
+    /// The project directory (default: the current directory or the nearest parent with .sandcastle/config.toml).
+    #[arg(short = 'C', long, global = true, value_name = "DIR")]
+    project: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Work on the repository: rework sent-back pull requests, plan, implement, open pull requests.
+    Run {
+        /// Do one pass and exit (default: repeat, waiting `pollInterval` after a pass with nothing to do).
+        #[arg(long)]
+        once: bool,
+        /// Work on this one issue only (no planner, no rework lane), then exit.
+        #[arg(long, value_name = "N")]
+        issue: Option<u64>,
+    },
+    /// Show what a pass would do (the planner runs in a sandbox); changes nothing on the forge.
+    Plan,
+    /// Check config, .env, Docker, the image, the forge and its labels; one line each, with the fix.
+    Doctor,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let project = match cli.project {
+        Some(dir) => Ok(dir),
+        None => std::env::current_dir()
+            .map_err(anyhow::Error::from)
+            .and_then(|cwd| context::find_project(&cwd)),
+    };
+    let result = project.and_then(|project| match cli.command {
+        Command::Run { once, issue } => run::run(&project, once, issue),
+        Command::Plan => run::plan(&project),
+        Command::Doctor => doctor::doctor(&project),
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sandcastle: {e:#}");
+            let config_error = e.downcast_ref::<sandcastle_config::ConfigError>().is_some();
+            ExitCode::from(if config_error { 2 } else { 1 })
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! One issue from `ready-for-agent` to a pull request labelled `ready-for-human`: implementer, reviewer,
+//! then the orchestrator pushes and updates the forge. Each phase is saved, so a stopped run resumes.
+use crate::context::Context;
+use crate::forge::Issue;
+use crate::git;
+use crate::plan::branch_for;
+use crate::prompts;
+use crate::role::{self, LazySandbox, Turn, Work};
+use crate::state::{Outcome, Phase, WorkState};
+use anyhow::{Context as _, Result};
+
+pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome> {
+    let slug = format!("issue-{}", issue.number);
+    let key = format!("issue #{}", issue.number);
+    let branch = branch_for(issue.number);
+    let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
+        Some(state) => {
+            ctx.progress.note(&format!("{key}: resuming saved work ({:?} phase)", state.phase));
+            state
+        }
+        None => WorkState::new(&slug, &branch, &ctx.run_id),
+    };
+    let checkout = git::prepare_checkout(&ctx.checkout_dir(&slug), &ctx.remote, &ctx.creds, &branch, base)?;
+    if state.start_commit.is_none() {
+        state.start_commit = Some(git::head(&checkout)?);
+        state.save(&ctx.state_dir())?;
+    }
+    let log_dir = ctx.work_log_dir(&slug);
+    let work = Work { key: &key, lane: "implement", log_dir: &log_dir };
+    let number = issue.number.to_string();
+    let max = ctx.config.max_iterations.to_string();
+    let vars = |iteration: &str| {
+        vec![
+            ("REPO", ctx.config.repo.clone()),
+            ("FORGE_HOST", ctx.config.forge_host.clone()),
+            ("ISSUE_NUMBER", number.clone()),
+            ("ISSUE_TITLE", issue.title.clone()),
+            ("ISSUE_BODY", issue.body.clone()),
+            ("BRANCH", branch.clone()),
+            ("BASE_BRANCH", base.to_string()),
+            ("ITERATION", iteration.to_string()),
+            ("MAX_ITERATIONS", max.clone()),
+        ]
+    };
+    let render = |name: &str, vars: &[(&str, String)]| {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        prompts::render(&ctx.project, name, &vars)
+    };
+
+    let mut sandbox = LazySandbox::new(ctx, &slug, &checkout);
+
+    loop {
+        match state.phase {
+            Phase::Work => {
+                let models = &ctx.config.models;
+                let prompt = |iteration: u32| render("implement", &vars(&iteration.to_string()));
+                let completed =
+                    role::iterate(ctx, sandbox.get()?, &work, &mut state, "implementer", &models.implementer, &prompt)?;
+                let made_commits = state.start_commit.as_deref() != Some(git::head(&checkout)?.as_str());
+                state.phase = match (completed, made_commits) {
+                    (true, true) => Phase::Review,
+                    (true, false) if !git::new_commits(&checkout, base)?.is_empty() => Phase::Publish,
+                    _ => Phase::GaveUp,
+                };
+                state.save(&ctx.state_dir())?;
+            }
+            Phase::Review => {
+                // The reviewer may tidy up with commits of its own; its verdict goes into the PR.
+                let mut review_vars = vars("1");
+                review_vars.retain(|(k, _)| !matches!(*k, "ITERATION" | "MAX_ITERATIONS"));
+                let prompt = render("review", &review_vars)?;
+                let turn = Turn {
+                    role: "reviewer",
+                    model: &ctx.config.models.reviewer,
+                    prompt: &prompt,
+                    resume: None,
+                    iteration: 1,
+                    max_iterations: 1,
+                };
+                match role::run_turn(ctx, sandbox.get()?, &work, &turn) {
+                    Ok(outcome) => {
+                        if let Some(session) = outcome.session {
+                            state.set_session("reviewer", session);
+                        }
+                    }
+                    Err(e) => ctx.progress.note(&format!("{key}: the reviewer failed, publishing anyway: {e:#}")),
+                }
+                state.phase = Phase::Publish;
+                state.save(&ctx.state_dir())?;
+            }
+            Phase::Publish => {
+                let number = publish(ctx, issue, &checkout, &branch, base, &state.last_summary)?;
+                state.pull = Some(number);
+                state.phase = Phase::Done;
+                state.save(&ctx.state_dir())?;
+            }
+            Phase::Done => return Ok(Outcome::PullRequest(state.pull.unwrap_or_default())),
+            Phase::GaveUp => {
+                give_up(ctx, issue.number, &mut state)?;
+                return Ok(Outcome::GaveUp { number: issue.number, iterations: state.iterations });
+            }
+        }
+    }
+}
+
+/// Push, open (or reuse) the pull request, and move the labels. Every step is idempotent, so a
+/// run stopped half-way publishes the same pull request again, never a second one.
+fn publish(ctx: &Context, issue: &Issue, checkout: &std::path::Path, branch: &str, base: &str, summary: &str) -> Result<u64> {
+    git::push(checkout, &ctx.creds, branch)?;
+    let body = format!("Closes #{}\n\n{}", issue.number, ctx.redactor.redact(summary));
+    let pull = ctx.forge.open_pull(branch, base, &issue.title, &body)?;
+    ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
+    ctx.forge.add_labels(issue.number, &["in-review"])?;
+    ctx.forge.remove_label(issue.number, "ready-for-agent")?;
+    Ok(pull.number)
+}
+
+/// One comment with the agent's last summary; the labels stay. The comment carries the attempt's
+/// marker, so a run stopped right after posting it does not post it again.
+pub fn give_up(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
+    if !state.told_forge {
+        let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
+        let posted = ctx.forge.comments(number)?.iter().any(|c| c.body.contains(&marker));
+        if !posted {
+            let body = format!(
+                "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}\n\n{marker}",
+                state.iterations,
+                ctx.redactor.redact(&state.last_summary)
+            );
+            ctx.forge.comment(number, &body).context("cannot comment on the forge")?;
+        }
+        state.told_forge = true;
+        state.save(&ctx.state_dir())?;
+    }
+    Ok(())
+}

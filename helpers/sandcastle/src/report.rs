@@ -1,0 +1,193 @@
+//! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
+//! `.sandcastle/logs/run-<timestamp>.json`.
+use crate::stream::Usage;
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleTally {
+    pub iterations: u32,
+    pub usage: Usage,
+    pub duration_seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkReport {
+    /// `issue #42`, `pr #7`, `plan`.
+    pub key: String,
+    pub outcome: String,
+    pub roles: BTreeMap<String, RoleTally>,
+    pub total: RoleTally,
+    #[serde(skip)]
+    started: Option<Instant>,
+    pub duration_seconds: f64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunFile<'a> {
+    run_id: &'a str,
+    started_at: String,
+    finished_at: String,
+    work: Vec<&'a WorkReport>,
+    total: RoleTally,
+}
+
+pub struct Report {
+    run_id: String,
+    started_at: jiff::Timestamp,
+    work: Mutex<BTreeMap<String, WorkReport>>,
+}
+
+impl Report {
+    pub fn new(run_id: &str) -> Report {
+        Report { run_id: run_id.to_string(), started_at: jiff::Timestamp::now(), work: Mutex::new(BTreeMap::new()) }
+    }
+
+    fn with_work<T>(&self, key: &str, f: impl FnOnce(&mut WorkReport) -> T) -> T {
+        let mut work = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = work.entry(key.to_string()).or_insert_with(|| WorkReport {
+            key: key.to_string(),
+            outcome: "unfinished".to_string(),
+            roles: BTreeMap::new(),
+            total: RoleTally::default(),
+            started: Some(Instant::now()),
+            duration_seconds: 0.0,
+        });
+        f(entry)
+    }
+
+    /// One agent iteration of `role` on `key`, finished or not.
+    pub fn record_iteration(&self, key: &str, role: &str, usage: &Usage, took: Duration) {
+        self.with_work(key, |work| {
+            for tally in [work.roles.entry(role.to_string()).or_default(), &mut work.total] {
+                tally.iterations += 1;
+                tally.usage.add(usage);
+                tally.duration_seconds += took.as_secs_f64();
+            }
+        });
+    }
+
+    /// Cost so far on `key`, for the progress view.
+    pub fn cost(&self, key: &str) -> f64 {
+        self.with_work(key, |work| work.total.usage.cost_usd)
+    }
+
+    pub fn set_outcome(&self, key: &str, outcome: &str) {
+        self.with_work(key, |work| {
+            work.outcome = outcome.to_string();
+            if let Some(started) = work.started {
+                work.duration_seconds = started.elapsed().as_secs_f64();
+            }
+        });
+    }
+
+    fn total(work: &BTreeMap<String, WorkReport>) -> RoleTally {
+        let mut total = RoleTally::default();
+        for w in work.values() {
+            total.iterations += w.total.iterations;
+            total.usage.add(&w.total.usage);
+            total.duration_seconds += w.total.duration_seconds;
+        }
+        total
+    }
+
+    /// The table printed when the run ends.
+    pub fn summary_table(&self) -> String {
+        let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = format!(
+            "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n",
+            "work", "role", "iter", "in tok", "out tok", "cost", "outcome"
+        );
+        for w in work.values() {
+            for (role, t) in &w.roles {
+                out += &format!(
+                    "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n",
+                    w.key,
+                    role,
+                    t.iterations,
+                    t.usage.input_tokens,
+                    t.usage.output_tokens,
+                    format!("${:.4}", t.usage.cost_usd),
+                    w.outcome
+                );
+            }
+            if w.roles.is_empty() {
+                out += &format!("{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n", w.key, "-", 0, 0, 0, "$0.0000", w.outcome);
+            }
+        }
+        let t = Self::total(&work);
+        out += &format!(
+            "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}\n",
+            "total",
+            "",
+            t.iterations,
+            t.usage.input_tokens,
+            t.usage.output_tokens,
+            format!("${:.4}", t.usage.cost_usd)
+        );
+        out
+    }
+
+    /// Writes `<dir>/run-<timestamp>.json` and returns its path.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        let file = RunFile {
+            run_id: &self.run_id,
+            started_at: self.started_at.to_string(),
+            finished_at: jiff::Timestamp::now().to_string(),
+            work: work.values().collect(),
+            total: Self::total(&work),
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(format!("run-{}.json", self.run_id));
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&file)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(input: u64, cost: f64) -> Usage {
+        Usage { input_tokens: input, output_tokens: 1, cost_usd: cost, ..Usage::default() }
+    }
+
+    #[test]
+    fn sums_per_role_and_per_run() {
+        let report = Report::new("r1");
+        report.record_iteration("issue #1", "implementer", &usage(100, 0.5), Duration::from_secs(2));
+        report.record_iteration("issue #1", "implementer", &usage(50, 0.25), Duration::from_secs(1));
+        report.record_iteration("issue #1", "reviewer", &usage(10, 0.125), Duration::from_secs(1));
+        report.record_iteration("issue #2", "implementer", &usage(1, 1.0), Duration::from_secs(1));
+        report.set_outcome("issue #1", "pull request #3");
+        assert_eq!(report.cost("issue #1"), 0.875);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = report.write(dir.path()).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(json["runId"], "r1");
+        assert_eq!(json["total"]["usage"]["cost_usd"], 1.875);
+        assert_eq!(json["total"]["iterations"], 4);
+        let first = &json["work"][0];
+        assert_eq!(first["key"], "issue #1");
+        assert_eq!(first["outcome"], "pull request #3");
+        assert_eq!(first["roles"]["implementer"]["iterations"], 2);
+        assert_eq!(first["roles"]["implementer"]["usage"]["input_tokens"], 150);
+        assert_eq!(json["work"][1]["outcome"], "unfinished");
+
+        let table = report.summary_table();
+        assert!(table.contains("issue #1     implementer        2"), "{table}");
+        assert!(table.contains("$1.8750"), "{table}");
+    }
+}

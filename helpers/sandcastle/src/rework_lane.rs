@@ -1,0 +1,104 @@
+//! A pull request a human sent back (`ready-for-agent` on the PR): the pr-fixer works on its branch
+//! with the reviews in its prompt; the orchestrator pushes, relabels and says what changed.
+use crate::context::Context;
+use crate::forge::Pull;
+use crate::git;
+use crate::issue_lane::give_up;
+use crate::prompts;
+use crate::role::{self, LazySandbox, Work};
+use crate::state::{Outcome, Phase, WorkState};
+use anyhow::Result;
+
+pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
+    let slug = format!("pr-{}", pull.number);
+    let key = format!("pr #{}", pull.number);
+    let branch = &pull.head_branch;
+    let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
+        Some(state) => state,
+        None => WorkState::new(&slug, branch, &ctx.run_id),
+    };
+    let checkout = git::prepare_checkout(&ctx.checkout_dir(&slug), &ctx.remote, &ctx.creds, branch, base)?;
+    if state.start_commit.is_none() {
+        state.start_commit = Some(git::head(&checkout)?);
+        state.save(&ctx.state_dir())?;
+    }
+    let log_dir = ctx.work_log_dir(&slug);
+    let work = Work { key: &key, lane: "rework", log_dir: &log_dir };
+    let mut sandbox = LazySandbox::new(ctx, &slug, &checkout);
+
+    loop {
+        match state.phase {
+            Phase::Work => {
+                let reviews = review_text(ctx, pull.number)?;
+                let number = pull.number.to_string();
+                let vars = [
+                    ("REPO", ctx.config.repo.as_str()),
+                    ("FORGE_HOST", ctx.config.forge_host.as_str()),
+                    ("PR_NUMBER", number.as_str()),
+                    ("PR_TITLE", pull.title.as_str()),
+                    ("BRANCH", branch.as_str()),
+                    ("BASE_BRANCH", base),
+                    ("REVIEWS", reviews.as_str()),
+                ];
+                let prompt = |_: u32| prompts::render(&ctx.project, "pr-fixer", &vars);
+                let model = &ctx.config.models.pr_fixer;
+                let completed = role::iterate(ctx, sandbox.get()?, &work, &mut state, "pr-fixer", model, &prompt)?;
+                state.phase = if completed { Phase::Publish } else { Phase::GaveUp };
+                state.save(&ctx.state_dir())?;
+            }
+            // The rework lane has no review of its own: the human reviews again.
+            Phase::Review | Phase::Publish => {
+                let start = state.start_commit.clone().unwrap_or_default();
+                let changes = git::commits_between(&checkout, &start)?;
+                git::push(&checkout, &ctx.creds, branch)?;
+                let mut body = String::from("sandcastle addressed the review.\n\n");
+                if changes.is_empty() {
+                    body += "No new commits: the agent found nothing to change.\n";
+                } else {
+                    body += "New commits:\n";
+                    for subject in &changes {
+                        body += &format!("- {subject}\n");
+                    }
+                }
+                body += &format!("\n{}", ctx.redactor.redact(&state.last_summary));
+                ctx.forge.comment(pull.number, &body)?;
+                ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
+                ctx.forge.remove_label(pull.number, "ready-for-agent")?;
+                state.phase = Phase::Done;
+                state.save(&ctx.state_dir())?;
+            }
+            Phase::Done => return Ok(Outcome::Reworked),
+            Phase::GaveUp => {
+                give_up(ctx, pull.number, &mut state)?;
+                return Ok(Outcome::GaveUp { number: pull.number, iterations: state.iterations });
+            }
+        }
+    }
+}
+
+/// The review bodies and inline comments that asked for changes, for the pr-fixer's prompt.
+fn review_text(ctx: &Context, pull: u64) -> Result<String> {
+    let mut text = String::new();
+    for review in ctx.forge.reviews(pull)? {
+        if !matches!(review.state.as_str(), "REQUEST_CHANGES" | "COMMENT") {
+            continue;
+        }
+        let comments = ctx.forge.review_comments(pull, review.id)?;
+        if review.body.trim().is_empty() && comments.is_empty() {
+            continue;
+        }
+        text += &format!("### Review by {} ({})\n\n{}\n\n", review.author, review.state, review.body.trim());
+        for comment in comments {
+            let at = match comment.line {
+                Some(line) => format!("{}:{line}", comment.path),
+                None => comment.path.clone(),
+            };
+            text += &format!("- `{at}` ({}): {}\n", comment.author, comment.body.trim());
+        }
+        text += "\n";
+    }
+    if text.is_empty() {
+        text = "(The reviewers left no written comments; look at the pull request with `tea`.)".to_string();
+    }
+    Ok(text)
+}

@@ -1,0 +1,153 @@
+//! Running one role's agent in a sandbox: progress, the report, and the saved state after each
+//! iteration.
+use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, SavedSession};
+use crate::context::Context;
+use crate::progress::Status;
+use crate::sandbox::{Sandbox, SandboxSpec};
+use crate::state::WorkState;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// After the completion signal, how long the agent's process may take to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+/// The container of one piece of work: started when first needed (a resumed run that only has to
+/// publish starts none), removed when dropped (on success, error or panic).
+pub struct LazySandbox<'a> {
+    ctx: &'a Context,
+    slug: String,
+    checkout: PathBuf,
+    sandbox: Option<Sandbox>,
+}
+
+impl<'a> LazySandbox<'a> {
+    pub fn new(ctx: &'a Context, slug: &str, checkout: &Path) -> LazySandbox<'a> {
+        LazySandbox { ctx, slug: slug.to_string(), checkout: checkout.to_path_buf(), sandbox: None }
+    }
+
+    pub fn get(&mut self) -> Result<&Sandbox> {
+        if self.sandbox.is_none() {
+            let ctx = self.ctx;
+            let env = ctx.sandbox_env();
+            let limits = &ctx.config.sandbox;
+            let spec = SandboxSpec {
+                image: &ctx.config.image_name,
+                run_id: &ctx.run_id,
+                key: &self.slug,
+                checkout: &self.checkout,
+                network: &limits.network,
+                memory: &limits.memory,
+                pids_limit: limits.pids_limit,
+                mounts: &limits.mounts,
+                forge_url: &ctx.config.forge_url,
+                env: &env,
+            };
+            self.sandbox = Some(Sandbox::start(&spec)?);
+        }
+        Ok(self.sandbox.as_ref().expect("started above"))
+    }
+}
+
+impl Drop for LazySandbox<'_> {
+    fn drop(&mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            let _ = sandbox.remove();
+        }
+    }
+}
+
+/// Which piece of work, in which lane, for the progress view and the report.
+pub struct Work<'a> {
+    /// `issue #42`, `pr #7`, `plan`.
+    pub key: &'a str,
+    pub lane: &'a str,
+    pub log_dir: &'a Path,
+}
+
+pub struct Turn<'a> {
+    pub role: &'a str,
+    pub model: &'a str,
+    pub prompt: &'a str,
+    pub resume: Option<&'a SavedSession>,
+    pub iteration: u32,
+    pub max_iterations: u32,
+}
+
+/// One agent run, shown live and tallied.
+pub fn run_turn(ctx: &Context, sandbox: &Sandbox, work: &Work, turn: &Turn) -> Result<AgentOutcome> {
+    let mut status = Status {
+        key: work.key.to_string(),
+        lane: work.lane.to_string(),
+        role: turn.role.to_string(),
+        iteration: turn.iteration,
+        max_iterations: turn.max_iterations,
+        last_tool: String::new(),
+        cost_usd: ctx.report.cost(work.key),
+    };
+    ctx.progress.update(&status);
+    let cost_before = status.cost_usd;
+    let run = AgentRun {
+        role: turn.role,
+        model: turn.model,
+        prompt: turn.prompt,
+        resume: turn.resume,
+        idle_timeout: ctx.config.idle_timeout,
+        exit_grace: EXIT_GRACE,
+        log_dir: work.log_dir,
+        iteration: turn.iteration,
+    };
+    let started = Instant::now();
+    let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
+        match event {
+            AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
+            AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
+        }
+        ctx.progress.update(&status);
+    });
+    let usage = outcome.as_ref().map(|o| o.usage.clone()).unwrap_or_default();
+    ctx.report.record_iteration(work.key, turn.role, &usage, started.elapsed());
+    outcome
+}
+
+/// Iterates the working role (implementer or pr-fixer) until the completion signal or
+/// `maxIterations`, saving the state after every iteration. Returns whether it completed.
+pub fn iterate(
+    ctx: &Context,
+    sandbox: &Sandbox,
+    work: &Work,
+    state: &mut WorkState,
+    role: &str,
+    model: &str,
+    prompt: &dyn Fn(u32) -> Result<String>,
+) -> Result<bool> {
+    let max = ctx.config.max_iterations;
+    while state.iterations < max {
+        let iteration = state.iterations + 1;
+        let prompt = prompt(iteration)?;
+        let turn = Turn { role, model, prompt: &prompt, resume: None, iteration, max_iterations: max };
+        let outcome = run_turn(ctx, sandbox, work, &turn);
+        state.iterations = iteration;
+        let completed = match outcome {
+            Ok(outcome) => {
+                state.last_summary = outcome.result_text.clone();
+                if let Some(session) = outcome.session {
+                    state.set_session(role, session);
+                }
+                outcome.completed
+            }
+            // A failed iteration (idle timeout, crash, error result) counts; the next one starts afresh.
+            Err(e) => {
+                let message = ctx.redactor.redact(&format!("{e:#}"));
+                ctx.progress.note(&format!("{}: {role} iteration {iteration}/{max} failed: {message}", work.key));
+                state.last_summary = format!("iteration {iteration} failed: {message}");
+                false
+            }
+        };
+        state.save(&ctx.state_dir())?;
+        if completed {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

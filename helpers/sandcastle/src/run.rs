@@ -1,0 +1,150 @@
+//! `sandcastle run` and `sandcastle plan`: start-up checks, the loop, the signal handling and the
+//! closing report.
+use crate::context::{Context, Settings};
+use crate::lock::RunLock;
+use crate::pass::{PassSummary, run_pass};
+use crate::plan::branch_for;
+use crate::planning;
+use crate::sandbox;
+use anyhow::{Result, anyhow};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCode> {
+    let settings = Settings::load(project)?;
+    let _lock = RunLock::acquire(&project.join(".sandcastle/logs/run.lock"))?;
+    let ctx = Arc::new(start(settings)?);
+    let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}")));
+    ctx.forge.ensure_labels().map_err(redact)?;
+    let stopping = stop_on_signal(Arc::clone(&ctx))?;
+
+    let mut gave_up: Vec<u64> = Vec::new();
+    let mut failed = false;
+    loop {
+        ctx.progress.note("pass: looking for work");
+        let pass = run_pass(&ctx, only_issue, &gave_up);
+        if stopping.load(Ordering::SeqCst) {
+            // The signal thread ends the process; do not start new work meanwhile.
+            std::thread::park();
+        }
+        let summary = match pass {
+            Ok(summary) => summary,
+            Err(e) if once || only_issue.is_some() => {
+                finish(&ctx);
+                return Err(redact(e));
+            }
+            Err(e) => {
+                ctx.progress.note(&format!("pass failed: {}", ctx.redactor.redact(&format!("{e:#}"))));
+                failed = true;
+                PassSummary::default()
+            }
+        };
+        failed |= summary.failed > 0;
+        gave_up.extend(&summary.gave_up);
+        if once || only_issue.is_some() {
+            break;
+        }
+        if summary.worked == 0 {
+            let wait = ctx.config.poll_interval;
+            ctx.progress.note(&format!("nothing to do; next pass in {}", humantime::format_duration(wait)));
+            sleep_unless(&stopping, wait);
+        }
+    }
+    finish(&ctx);
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Checks everything a run needs before it changes anything: Docker answers, the image exists, the
+/// forge accepts the token.
+fn start(settings: Settings) -> Result<Context> {
+    sandbox::engine_answers()?;
+    sandbox::image_exists(&settings.config.image_name)?;
+    let ctx = Context::new(settings)?;
+    let user = ctx.forge.current_user().map_err(|e| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}"))))?;
+    ctx.progress.note(&format!(
+        "run {}: {} on {} as {user}, image {}",
+        ctx.run_id, ctx.config.repo, ctx.config.forge_url, ctx.config.image_name
+    ));
+    Ok(ctx)
+}
+
+/// The summary table on stdout and the run report on disk.
+fn finish(ctx: &Context) {
+    print!("{}", ctx.report.summary_table());
+    match ctx.report.write(&ctx.logs_dir()) {
+        Ok(path) => ctx.progress.note(&format!("run report: {}", path.display())),
+        Err(e) => ctx.progress.note(&format!("cannot write the run report: {e:#}")),
+    }
+}
+
+/// On Ctrl-C or SIGTERM: remove every container of the run, leave the checkouts, write the report,
+/// exit. Returns the flag that says a stop is under way.
+fn stop_on_signal(ctx: Arc<Context>) -> Result<Arc<AtomicBool>> {
+    let stopping = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stopping);
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            flag.store(true, Ordering::SeqCst);
+            let name = if signal == SIGINT { "interrupt" } else { "SIGTERM" };
+            ctx.progress.note(&format!(
+                "{name}: removing this run's containers; unfinished checkouts stay in .sandcastle/worktrees"
+            ));
+            if let Err(e) = sandbox::remove_run(&ctx.run_id) {
+                ctx.progress.note(&format!("could not remove every container: {e:#}"));
+            }
+            finish(&ctx);
+            std::process::exit(128 + signal);
+        }
+    });
+    Ok(stopping)
+}
+
+/// Sleeps `wait`, waking early when a stop is under way.
+fn sleep_unless(stopping: &AtomicBool, wait: Duration) {
+    let until = Instant::now() + wait;
+    while Instant::now() < until && !stopping.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200).min(until - Instant::now()));
+    }
+}
+
+/// `sandcastle plan`: the rework lane's pull requests, the candidates, and the planner's choice.
+pub fn plan(project: &Path) -> Result<ExitCode> {
+    let settings = Settings::load(project)?;
+    let ctx = start(settings)?;
+    let base = ctx.forge.default_branch()?;
+    let pulls = ctx.forge.open_pulls()?;
+    let labels = ctx.forge.labels()?;
+    for (name, _) in crate::forge::LIFECYCLE_LABELS {
+        if !labels.iter().any(|l| l.name == name) {
+            println!("label {name:?} is missing: `sandcastle run` will create it");
+        }
+    }
+    let rework: Vec<_> = pulls.iter().filter(|p| p.labels.iter().any(|l| l == "ready-for-agent")).collect();
+    if rework.is_empty() {
+        println!("rework: no pull request is labelled ready-for-agent");
+    }
+    for pull in rework {
+        println!("rework: pull request #{} {:?} on {}", pull.number, pull.title, pull.head_branch);
+    }
+    let candidates = planning::candidates(&ctx, &pulls, &[])?;
+    if candidates.is_empty() {
+        println!("plan: no open issue is labelled ready-for-agent (without epic, needs-info or an open pull request)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for issue in &candidates {
+        println!("candidate: #{} {:?}", issue.number, issue.title);
+    }
+    let plan = planning::plan(&ctx, &candidates, &base)?;
+    if plan.is_empty() {
+        println!("plan: the planner chose nothing to work on now");
+    }
+    for issue in plan {
+        println!("plan: would work on #{} {:?} on {}", issue.id, issue.title, branch_for(issue.id));
+    }
+    Ok(ExitCode::SUCCESS)
+}

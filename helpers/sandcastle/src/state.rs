@@ -1,0 +1,150 @@
+//! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
+//! a run that stops anywhere resumes where it was, and a paused issue can go on later.
+use crate::agent::SavedSession;
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// The implementer (or pr-fixer) iterates towards the completion signal.
+    Work,
+    /// The reviewer looks at the commits.
+    Review,
+    /// The orchestrator pushes and updates the forge.
+    Publish,
+    /// Published.
+    Done,
+    /// No completion within `maxIterations`; the forge has been told (`told_forge`).
+    GaveUp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkState {
+    /// `issue-42` or `pr-7`.
+    pub slug: String,
+    pub branch: String,
+    pub phase: Phase,
+    /// Iterations finished in the `Work` phase.
+    pub iterations: u32,
+    /// The last result text of the working agent.
+    pub last_summary: String,
+    /// The latest saved session of each role, resumable in a fresh container.
+    pub sessions: Vec<(String, SavedSession)>,
+    /// The HEAD before the agents started; new commits are counted from it.
+    pub start_commit: Option<String>,
+    /// Marks the forge comment of this attempt, so a resumed run never posts it twice.
+    pub attempt: String,
+    pub pull: Option<u64>,
+    pub told_forge: bool,
+}
+
+impl WorkState {
+    pub fn new(slug: &str, branch: &str, attempt: &str) -> WorkState {
+        WorkState {
+            slug: slug.to_string(),
+            branch: branch.to_string(),
+            phase: Phase::Work,
+            iterations: 0,
+            last_summary: String::new(),
+            sessions: Vec::new(),
+            start_commit: None,
+            attempt: attempt.to_string(),
+            pull: None,
+            told_forge: false,
+        }
+    }
+
+    fn path(dir: &Path, slug: &str) -> PathBuf {
+        dir.join(format!("{slug}.json"))
+    }
+
+    /// The saved state of unfinished work on `slug`, if any; finished work starts afresh.
+    pub fn resume(dir: &Path, slug: &str) -> Result<Option<WorkState>> {
+        let path = Self::path(dir, slug);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let state: WorkState = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not a sandcastle state file: delete it to start that work afresh", path.display())
+        })?;
+        let finished = state.phase == Phase::Done || (state.phase == Phase::GaveUp && state.told_forge);
+        Ok((!finished).then_some(state))
+    }
+
+    /// Written atomically, so a kill mid-write leaves the previous state.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = Self::path(dir, &self.slug);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    pub fn session(&self, role: &str) -> Option<&SavedSession> {
+        self.sessions.iter().find(|(r, _)| r == role).map(|(_, s)| s)
+    }
+
+    pub fn set_session(&mut self, role: &str, session: SavedSession) {
+        self.sessions.retain(|(r, _)| r != role);
+        self.sessions.push((role.to_string(), session));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unfinished_state_resumes_and_finished_state_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(WorkState::resume(dir.path(), "issue-1").unwrap().is_none());
+
+        let mut state = WorkState::new("issue-1", "sandcastle/issue-1", "a1");
+        state.iterations = 2;
+        state.phase = Phase::Publish;
+        state.set_session("implementer", SavedSession { session_id: "s".into(), file: "f".into() });
+        state.save(dir.path()).unwrap();
+        let back = WorkState::resume(dir.path(), "issue-1").unwrap().unwrap();
+        assert_eq!((back.phase, back.iterations), (Phase::Publish, 2));
+        assert_eq!(back.session("implementer").unwrap().session_id, "s");
+
+        state.phase = Phase::GaveUp;
+        state.save(dir.path()).unwrap();
+        assert!(WorkState::resume(dir.path(), "issue-1").unwrap().is_some(), "the forge was not told yet");
+        state.told_forge = true;
+        state.save(dir.path()).unwrap();
+        assert!(WorkState::resume(dir.path(), "issue-1").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_corrupt_state_file_says_how_to_recover() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("issue-1.json"), "{").unwrap();
+        let err = WorkState::resume(dir.path(), "issue-1").unwrap_err().to_string();
+        assert!(err.contains("delete it"), "{err}");
+    }
+}
+
+/// What became of one piece of work.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    PullRequest(u64),
+    Reworked,
+    GaveUp { number: u64, iterations: u32 },
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::PullRequest(n) => write!(f, "pull request #{n} ready for a human"),
+            Outcome::Reworked => f.write_str("reworked; ready for a human"),
+            Outcome::GaveUp { iterations, .. } => write!(f, "not completed in {iterations} iteration(s); commented"),
+        }
+    }
+}
