@@ -61,7 +61,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     {
         report.line(
             "programs",
-            sandbox::image_has_programs(&config.image_name, &IMAGE_PROGRAMS)
+            image_has_programs(&config.image_name, &IMAGE_PROGRAMS)
                 .map(|()| format!("{} in the image", IMAGE_PROGRAMS.join(", "))),
         );
     }
@@ -93,4 +93,17 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
         );
     }
     Ok(if report.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+// TODO(lead): move into sandbox.rs once its owner is done.
+fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
+    let script = programs.iter().map(|p| format!("command -v {p} >/dev/null || echo {p}")).collect::<Vec<_>>().join("; ");
+    let out = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", &script])
+        .output()?;
+    let missing = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(", ");
+    if !out.status.success() || !missing.is_empty() {
+        bail!("the image {image} lacks {missing}: rebuild it with `nix run .#sandcastleImage | docker load`");
+    }
+    Ok(())
 }
