@@ -1,8 +1,15 @@
 //! `.sandcastle/config.toml` -> a resolved, validated [`Config`]. The one seam through which every
 //! project setting flows: `load-config`, `fmt`, `check` and `sandcastle` all call [`load`].
-//! OWNER: helper H1. Interface fixed (add fields, keep these); bodies to implement.
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod defaults;
+mod forge;
+mod read;
+mod source;
+mod suggest;
+
+pub use forge::forge_url;
 
 /// The conventional location, relative to a project's root.
 pub const DEFAULT_PATH: &str = ".sandcastle/config.toml";
@@ -66,20 +73,102 @@ impl std::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Reads and validates the file.
-pub fn load(path: &Path) -> Result<Config, ConfigError> { todo!() }
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        ConfigError(match error.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "{shown}: no such file; create it with at least `repo = \"owner/name\"` and \
+                 `forgeHost = \"forge.example.dev\"`"
+            ),
+            std::io::ErrorKind::InvalidData => format!("{shown}: not UTF-8 text; save it as UTF-8"),
+            _ => format!("{shown}: cannot read it ({error}); make it a readable file"),
+        })
+    })?;
+    parse(path, &text)
+}
 
 /// Validates TOML text; `path` is only used in messages.
-pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> { todo!() }
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let source = source::Source { path, text };
+    let document = toml_edit::Document::parse(text).map_err(|error| {
+        source.error(
+            error.span(),
+            format!(
+                "TOML syntax error: {}; correct the TOML at this line:column",
+                error.message().trim()
+            ),
+        )
+    })?;
+    read::config(&source, document.as_table())
+}
 
 /// `.sandcastle/config.toml` in `start` or its nearest ancestor that has one.
-pub fn find(start: &Path) -> Option<PathBuf> { todo!() }
+pub fn find(start: &Path) -> Option<PathBuf> {
+    let start = std::path::absolute(start).ok()?;
+    start
+        .ancestors()
+        .map(|directory| directory.join(DEFAULT_PATH))
+        // `exists`, not `is_file`: a broken config should be reported, not skipped.
+        .find(|candidate| candidate.exists())
+}
 
 impl Config {
     /// The resolved config as JSON, keys spelled as in the TOML (plus `forgeUrl`).
-    pub fn to_json(&self) -> serde_json::Value { todo!() }
+    pub fn to_json(&self) -> serde_json::Value {
+        let duration = |duration: Duration| humantime::format_duration(duration).to_string();
+        serde_json::json!({
+            "repo": self.repo,
+            "forgeHost": self.forge_host,
+            "forgeUrl": self.forge_url,
+            "imageName": self.image_name,
+            "maxIterations": self.max_iterations,
+            "maxConcurrency": self.max_concurrency,
+            "idleTimeout": duration(self.idle_timeout),
+            "pollInterval": duration(self.poll_interval),
+            "models": {
+                "planner": self.models.planner,
+                "implementer": self.models.implementer,
+                "reviewer": self.models.reviewer,
+                "prFixer": self.models.pr_fixer,
+            },
+            "commands": {
+                "check": self.commands.check,
+                "fmt": self.commands.fmt,
+            },
+            "sandbox": {
+                "network": self.sandbox.network,
+                "memory": self.sandbox.memory,
+                "pidsLimit": self.sandbox.pids_limit,
+                "mounts": self.sandbox.mounts,
+            },
+        })
+    }
 }
 
 impl Default for Commands {
     /// The seed's Rust commands.
-    fn default() -> Commands { todo!() }
+    fn default() -> Commands {
+        let argv = |words: &[&str]| words.iter().map(|word| word.to_string()).collect();
+        Commands {
+            check: vec![
+                argv(&["cargo", "fmt", "--check"]),
+                argv(&["cargo", "clippy", "--all-targets", "--", "-D", "warnings"]),
+                argv(&["cargo", "test"]),
+            ],
+            fmt: vec![
+                argv(&[
+                    "cargo",
+                    "clippy",
+                    "--fix",
+                    "--allow-dirty",
+                    "--allow-staged",
+                    "--",
+                    "-D",
+                    "warnings",
+                ]),
+                argv(&["cargo", "fmt"]),
+            ],
+        }
+    }
 }

@@ -1,0 +1,27 @@
+//! The values a config gets for the keys it omits (documented in the README's config reference).
+use std::time::Duration;
+
+use crate::{Models, Sandbox};
+
+pub(crate) const MAX_ITERATIONS: u32 = 5;
+pub(crate) const MAX_CONCURRENCY: u32 = 1;
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(60);
+
+pub(crate) fn models() -> Models {
+    Models {
+        planner: "claude-opus-4-8".into(),
+        implementer: "claude-sonnet-4-6".into(),
+        reviewer: "claude-opus-4-8".into(),
+        pr_fixer: "claude-sonnet-4-6".into(),
+    }
+}
+
+pub(crate) fn sandbox() -> Sandbox {
+    Sandbox {
+        network: "bridge".into(),
+        memory: "4g".into(),
+        pids_limit: 1024,
+        mounts: Vec::new(),
+    }
+}

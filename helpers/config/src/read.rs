@@ -1,0 +1,483 @@
+//! The parsed TOML document -> [`Config`], checking every key, type and range on the way. Each
+//! check fails with the location of the offending key or value and an example of the fix.
+use std::ops::Range;
+use std::time::Duration;
+
+use toml_edit::{Item, TableLike, Value};
+
+use crate::source::Source;
+use crate::{Commands, Config, ConfigError, Models, Sandbox, defaults, forge, suggest};
+
+const TOP_KEYS: &[&str] = &[
+    "repo",
+    "forgeHost",
+    "imageName",
+    "maxIterations",
+    "maxConcurrency",
+    "idleTimeout",
+    "pollInterval",
+    "models",
+    "commands",
+    "sandbox",
+];
+const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer"];
+const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
+const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
+
+type Span = Option<Range<usize>>;
+
+pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, ConfigError> {
+    let top = Section {
+        source,
+        table: root,
+        name: None,
+    };
+    // Unknown keys first: a typo in a required key should be reported as the typo it is.
+    top.reject_unknown(TOP_KEYS)?;
+    let models = top.section("models", MODELS_KEYS)?;
+    let commands = top.section("commands", COMMANDS_KEYS)?;
+    let sandbox = top.section("sandbox", SANDBOX_KEYS)?;
+
+    let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
+    let repo_name = repo_name(&repo)
+        .map_err(|why| source.error(repo_span, format!("`repo` {why}")))?
+        .to_string();
+    let (forge_host, host_span) = top.required_word("forgeHost", "\"forge.example.dev\"")?;
+    let forge_url = forge::forge_url(&forge_host)
+        .map_err(|why| source.error(host_span, format!("`forgeHost` \"{forge_host}\" {why}")))?;
+
+    let models_default = defaults::models();
+    let commands_default = Commands::default();
+    let sandbox_default = defaults::sandbox();
+    Ok(Config {
+        repo,
+        forge_host,
+        forge_url,
+        image_name: top
+            .word("imageName", "\"sandcastle:name\"")?
+            .unwrap_or_else(|| format!("sandcastle:{repo_name}")),
+        max_iterations: top
+            .count("maxIterations", "5")?
+            .unwrap_or(defaults::MAX_ITERATIONS),
+        max_concurrency: top
+            .count("maxConcurrency", "1")?
+            .unwrap_or(defaults::MAX_CONCURRENCY),
+        idle_timeout: top
+            .duration("idleTimeout", "\"10m\"")?
+            .unwrap_or(defaults::IDLE_TIMEOUT),
+        poll_interval: top
+            .duration("pollInterval", "\"1m\"")?
+            .unwrap_or(defaults::POLL_INTERVAL),
+        models: match models {
+            None => models_default,
+            Some(models) => Models {
+                planner: models
+                    .word("planner", "\"claude-opus-4-8\"")?
+                    .unwrap_or(models_default.planner),
+                implementer: models
+                    .word("implementer", "\"claude-sonnet-4-6\"")?
+                    .unwrap_or(models_default.implementer),
+                reviewer: models
+                    .word("reviewer", "\"claude-opus-4-8\"")?
+                    .unwrap_or(models_default.reviewer),
+                pr_fixer: models
+                    .word("prFixer", "\"claude-sonnet-4-6\"")?
+                    .unwrap_or(models_default.pr_fixer),
+            },
+        },
+        commands: match commands {
+            None => commands_default,
+            Some(commands) => Commands {
+                check: commands
+                    .steps("check", "[[\"cargo\", \"test\"]]")?
+                    .unwrap_or(commands_default.check),
+                fmt: commands
+                    .steps("fmt", "[[\"cargo\", \"fmt\"]]")?
+                    .unwrap_or(commands_default.fmt),
+            },
+        },
+        sandbox: match sandbox {
+            None => sandbox_default,
+            Some(sandbox) => Sandbox {
+                network: sandbox
+                    .word("network", "\"bridge\"")?
+                    .unwrap_or(sandbox_default.network),
+                memory: sandbox
+                    .memory("memory", "\"4g\"")?
+                    .unwrap_or(sandbox_default.memory),
+                pids_limit: sandbox
+                    .count("pidsLimit", "1024")?
+                    .unwrap_or(sandbox_default.pids_limit),
+                mounts: sandbox
+                    .mounts("mounts", "[\"/srv/cache:/cache\"]")?
+                    .unwrap_or(sandbox_default.mounts),
+            },
+        },
+    })
+}
+
+/// One table of the document: the top level, `[models]`, `[commands]` or `[sandbox]`.
+struct Section<'a> {
+    source: &'a Source<'a>,
+    table: &'a dyn TableLike,
+    name: Option<&'static str>,
+}
+
+impl<'a> Section<'a> {
+    fn reject_unknown(&self, known: &[&str]) -> Result<(), ConfigError> {
+        let Some((key, item)) = self.table.iter().find(|(key, _)| !known.contains(key)) else {
+            return Ok(());
+        };
+        let place = self
+            .name
+            .map(|name| format!(" in [{name}]"))
+            .unwrap_or_default();
+        let fix = match suggest::nearest(key, known) {
+            Some(nearest) => format!("did you mean `{nearest}`?"),
+            None => {
+                let known: Vec<String> = known.iter().map(|key| format!("`{key}`")).collect();
+                format!("the known keys{place} are {}", known.join(", "))
+            }
+        };
+        let span = self
+            .table
+            .key(key)
+            .and_then(|key| key.span())
+            .or_else(|| item.span());
+        Err(self
+            .source
+            .error(span, format!("unknown key `{key}`{place}; {fix}")))
+    }
+
+    /// A sub-table, with its keys checked.
+    fn section(
+        &self,
+        key: &'static str,
+        known: &[&str],
+    ) -> Result<Option<Section<'a>>, ConfigError> {
+        let Some(item) = self.table.get(key) else {
+            return Ok(None);
+        };
+        let Some(table) = item.as_table_like() else {
+            return Err(self.source.error(
+                self.span(key, item),
+                format!(
+                    "`{key}` must be a table, found {}; write it as a [{key}] table",
+                    kind(item)
+                ),
+            ));
+        };
+        let section = Section {
+            source: self.source,
+            table,
+            name: Some(key),
+        };
+        section.reject_unknown(known)?;
+        Ok(Some(section))
+    }
+
+    /// The key's value and where it is, if present.
+    fn value(
+        &self,
+        key: &str,
+        example: &str,
+        expected: &str,
+    ) -> Result<Option<(&'a Value, Span)>, ConfigError> {
+        let Some(item) = self.table.get(key) else {
+            return Ok(None);
+        };
+        match item.as_value() {
+            Some(value) => Ok(Some((value, self.span(key, item)))),
+            None => Err(self.wrong_type(key, self.span(key, item), kind(item), expected, example)),
+        }
+    }
+
+    /// A non-empty string without whitespace.
+    fn word(&self, key: &str, example: &str) -> Result<Option<String>, ConfigError> {
+        Ok(self.word_at(key, example)?.map(|(word, _)| word))
+    }
+
+    fn word_at(&self, key: &str, example: &str) -> Result<Option<(String, Span)>, ConfigError> {
+        let Some((text, span)) = self.string_at(key, example)? else {
+            return Ok(None);
+        };
+        if text.is_empty() || text.contains(char::is_whitespace) {
+            return Err(self.source.error(
+                span,
+                format!(
+                    "`{}` must be a non-empty string without spaces; write e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        Ok(Some((text, span)))
+    }
+
+    fn required_word(&self, key: &str, example: &str) -> Result<(String, Span), ConfigError> {
+        self.word_at(key, example)?.ok_or_else(|| {
+            self.source.error(
+                None,
+                format!("missing required key `{key}`; add `{key} = {example}` before any [table]"),
+            )
+        })
+    }
+
+    /// A whole number of at least 1 (iterations, concurrency, processes).
+    fn count(&self, key: &str, example: &str) -> Result<Option<u32>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "an integer")? else {
+            return Ok(None);
+        };
+        let Some(number) = value.as_integer() else {
+            return Err(self.wrong_type(key, span, value_kind(value), "an integer", example));
+        };
+        let out_of_range = |bound: &str| {
+            self.source.error(
+                span.clone(),
+                format!(
+                    "`{}` must be {bound}, found {number}; write e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            )
+        };
+        if number < 1 {
+            return Err(out_of_range("at least 1"));
+        }
+        u32::try_from(number)
+            .map(Some)
+            .map_err(|_| out_of_range(&format!("at most {}", u32::MAX)))
+    }
+
+    /// A humantime duration such as "10m" or "1h 30m", longer than zero.
+    fn duration(&self, key: &str, example: &str) -> Result<Option<Duration>, ConfigError> {
+        let Some((text, span)) = self.string_at(key, example)? else {
+            return Ok(None);
+        };
+        let problem = match humantime::parse_duration(&text) {
+            Ok(duration) if !duration.is_zero() => return Ok(Some(duration)),
+            Ok(_) => "must be longer than zero".to_string(),
+            Err(error) => format!("is not a duration ({error})"),
+        };
+        Err(self.source.error(
+            span,
+            format!(
+                "`{}` = \"{text}\" {problem}; write e.g. {} (units: s, m, h, d)",
+                self.qualified(key),
+                self.assignment(key, example)
+            ),
+        ))
+    }
+
+    /// A docker `--memory` size: a number with an optional b/k/m/g/t/p unit.
+    fn memory(&self, key: &str, example: &str) -> Result<Option<String>, ConfigError> {
+        let Some((text, span)) = self.word_at(key, example)? else {
+            return Ok(None);
+        };
+        if is_memory_size(&text) {
+            return Ok(Some(text));
+        }
+        Err(self.source.error(
+            span,
+            format!(
+                "`{}` = \"{text}\" is not a memory size; write e.g. {} (units: b, k, m, g)",
+                self.qualified(key),
+                self.assignment(key, example)
+            ),
+        ))
+    }
+
+    /// A string that may contain spaces (durations like "1h 30m").
+    fn string_at(&self, key: &str, example: &str) -> Result<Option<(String, Span)>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "a string")? else {
+            return Ok(None);
+        };
+        match value.as_str() {
+            Some(text) => Ok(Some((text.to_string(), span))),
+            None => Err(self.wrong_type(key, span, value_kind(value), "a string", example)),
+        }
+    }
+
+    /// A list of steps, each an argv list with a program name first.
+    fn steps(&self, key: &str, example: &str) -> Result<Option<Vec<Vec<String>>>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "a list of steps")? else {
+            return Ok(None);
+        };
+        let Some(steps) = value.as_array() else {
+            return Err(self.wrong_type(key, span, value_kind(value), "a list of steps", example));
+        };
+        let qualified = self.qualified(key);
+        let assignment = self.assignment(key, example);
+        let mut argvs = Vec::with_capacity(steps.len());
+        for (index, step) in steps.iter().enumerate() {
+            let number = index + 1;
+            let Some(argv) = step.as_array() else {
+                return Err(self.source.error(
+                    step.span(),
+                    format!(
+                        "step {number} of `{qualified}` must be an argv list, found {}; \
+                         write e.g. {assignment} (a list of steps, each a list of arguments)",
+                        value_kind(step)
+                    ),
+                ));
+            };
+            let mut words = Vec::with_capacity(argv.len());
+            for word in argv.iter() {
+                let Some(word) = word.as_str() else {
+                    return Err(self.source.error(
+                        word.span(),
+                        format!(
+                            "step {number} of `{qualified}` has {} where an argument should be; \
+                             quote it, e.g. \"5\"",
+                            value_kind(word)
+                        ),
+                    ));
+                };
+                words.push(word.to_string());
+            }
+            if words.first().is_none_or(String::is_empty) {
+                return Err(self.source.error(
+                    step.span(),
+                    format!("step {number} of `{qualified}` has no program to run; write e.g. {assignment}"),
+                ));
+            }
+            argvs.push(words);
+        }
+        Ok(Some(argvs))
+    }
+
+    /// Extra read-only mounts, each `host-path:container-path`.
+    fn mounts(&self, key: &str, example: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "a list of strings")? else {
+            return Ok(None);
+        };
+        let Some(entries) = value.as_array() else {
+            return Err(self.wrong_type(
+                key,
+                span,
+                value_kind(value),
+                "a list of strings",
+                example,
+            ));
+        };
+        let mut mounts = Vec::with_capacity(entries.len());
+        for entry in entries.iter() {
+            let valid = entry.as_str().filter(|mount| match mount.split_once(':') {
+                Some((host, container)) => {
+                    !host.is_empty() && container.starts_with('/') && !container.contains(':')
+                }
+                None => false,
+            });
+            let Some(mount) = valid else {
+                return Err(self.source.error(
+                    entry.span(),
+                    format!(
+                        "each of `{}` must be \"host-path:/container-path\" (mounted read-only); write e.g. {}",
+                        self.qualified(key),
+                        self.assignment(key, example)
+                    ),
+                ));
+            };
+            mounts.push(mount.to_string());
+        }
+        Ok(Some(mounts))
+    }
+
+    fn wrong_type(
+        &self,
+        key: &str,
+        span: Span,
+        found: &str,
+        expected: &str,
+        example: &str,
+    ) -> ConfigError {
+        self.source.error(
+            span,
+            format!(
+                "`{}` must be {expected}, found {found}; write e.g. {}",
+                self.qualified(key),
+                self.assignment(key, example)
+            ),
+        )
+    }
+
+    /// Where the value is, or failing that where its key is.
+    fn span(&self, key: &str, item: &Item) -> Span {
+        item.span()
+            .or_else(|| self.table.key(key).and_then(|key| key.span()))
+    }
+
+    fn qualified(&self, key: &str) -> String {
+        match self.name {
+            Some(name) => format!("{name}.{key}"),
+            None => key.to_string(),
+        }
+    }
+
+    fn assignment(&self, key: &str, example: &str) -> String {
+        match self.name {
+            Some(name) => format!("`{key} = {example}` in [{name}]"),
+            None => format!("`{key} = {example}`"),
+        }
+    }
+}
+
+/// The name part of `owner/name`, or why `repo` is not that and the fix.
+fn repo_name(repo: &str) -> Result<&str, String> {
+    let is_part = |part: &str| {
+        !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match repo.split_once('/') {
+        Some((owner, name)) if is_part(owner) && is_part(name) => match name.strip_suffix(".git") {
+            Some(bare) => Err(format!(
+                "\"{repo}\" ends in .git; write `repo = \"{owner}/{bare}\"`"
+            )),
+            None => Ok(name),
+        },
+        _ => Err(format!(
+            "must be `owner/name`, found \"{repo}\"; write e.g. `repo = \"owner/name\"`"
+        )),
+    }
+}
+
+/// Docker's `--memory` syntax: `512m`, `4g`, `1.5GiB`.
+fn is_memory_size(text: &str) -> bool {
+    let unit_start = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(unit_start);
+    let number_ok = number.split('.').all(|digits| !digits.is_empty());
+    let unit = unit.to_ascii_lowercase();
+    let unit = unit
+        .strip_prefix(['k', 'm', 'g', 't', 'p'])
+        .unwrap_or(&unit);
+    let unit = unit.strip_prefix('i').unwrap_or(unit);
+    let unit = unit.strip_prefix('b').unwrap_or(unit);
+    number_ok && unit.is_empty()
+}
+
+fn kind(item: &Item) -> &'static str {
+    match item {
+        Item::None => "nothing",
+        Item::Table(_) => "a table",
+        Item::ArrayOfTables(_) => "an array of tables",
+        Item::Value(value) => value_kind(value),
+    }
+}
+
+fn value_kind(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date-time",
+        Value::Array(_) => "an array",
+        Value::InlineTable(_) => "a table",
+    }
+}
