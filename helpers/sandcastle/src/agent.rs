@@ -1,12 +1,25 @@
 //! One agent iteration: Claude Code in a sandbox, its stream parsed, its transcript and session saved.
-//! OWNER: helper H6. Interface fixed; bodies to implement.
-use crate::sandbox::Sandbox;
-use crate::stream::Usage;
-use anyhow::Result;
+//!
+//! The stream is read on a thread and handed over a channel, so the loop here can give up after
+//! `idle_timeout` without output, or `exit_grace` after the result. Giving up kills the `docker exec`
+//! client and then every process of the agent user inside the container: killing the client alone
+//! would leave Claude Code running in a container that the next iteration reuses.
+use crate::sandbox::{Sandbox, WORKSPACE};
+use crate::secrets::Redactor;
+use crate::stream::{Event, Usage, parse_line};
+use anyhow::{Context, Result};
+use std::fmt;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
 
 pub const COMPLETION_SIGNAL: &str = "<promise>COMPLETE</promise>";
+
+/// How much of Claude Code's stderr is kept for an error message.
+const STDERR_TAIL: usize = 4096;
 
 pub struct AgentRun<'a> {
     /// `planner`, `implementer`, `reviewer`, `pr-fixer`.
@@ -47,7 +60,427 @@ pub enum AgentEvent<'a> {
     Usage(&'a Usage),
 }
 
+/// The error `run` returns when the iteration itself failed (error result, idle timeout, crash).
+/// It keeps what the iteration cost and its session, so the caller can still count and resume them:
+/// `error.downcast_ref::<AgentFailure>()`.
+#[derive(Debug, Clone)]
+pub struct AgentFailure {
+    /// One line, redacted.
+    pub message: String,
+    pub usage: Usage,
+    pub session: Option<SavedSession>,
+    pub transcript: PathBuf,
+}
+
+impl fmt::Display for AgentFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AgentFailure {}
+
 /// Runs `claude --print --verbose --output-format stream-json --model M --dangerously-skip-permissions
 /// [--resume S] -p -` in the sandbox with the prompt on stdin. An error result (`is_error: true`), an idle
-/// timeout or a crash is an `Err` with a clear message; the transcript is saved either way.
-pub fn run(sandbox: &Sandbox, run: &AgentRun, redact: &crate::secrets::Redactor, on_event: &mut dyn FnMut(AgentEvent)) -> Result<AgentOutcome> { todo!() }
+/// timeout or a crash is an `Err` (an [`AgentFailure`]) with a clear message; the transcript is saved
+/// either way, line by line as it streams.
+pub fn run(
+    sandbox: &Sandbox,
+    run: &AgentRun,
+    redact: &Redactor,
+    on_event: &mut dyn FnMut(AgentEvent),
+) -> Result<AgentOutcome> {
+    let label = format!("{} iteration {}", run.role, run.iteration);
+    let sessions_dir = run.log_dir.join("sessions");
+    std::fs::create_dir_all(&sessions_dir)
+        .with_context(|| format!("cannot create the log directory {}", sessions_dir.display()))?;
+    let transcript_path = run
+        .log_dir
+        .join(format!("{}-{}.jsonl", run.role, run.iteration));
+    let mut transcript = std::fs::File::create(&transcript_path)
+        .with_context(|| format!("cannot write the transcript {}", transcript_path.display()))?;
+
+    if let Some(saved) = run.resume {
+        sandbox
+            .copy_in(&saved.file, &session_path_in_container(&saved.session_id))
+            .with_context(|| {
+                format!(
+                    "{label}: cannot restore the saved session {} into the sandbox",
+                    saved.file.display()
+                )
+            })?;
+    }
+
+    let mut argv = vec![
+        "claude",
+        "--print",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--model",
+        run.model,
+        "--dangerously-skip-permissions",
+    ];
+    if let Some(saved) = run.resume {
+        argv.extend(["--resume", &saved.session_id]);
+    }
+    argv.extend(["-p", "-"]);
+    let mut child = sandbox
+        .exec_command(&argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("{label}: cannot start `docker exec` for Claude Code"))?;
+    let pipes = Pipes::start(&mut child, run.prompt.to_string());
+
+    let mut seen = Seen::default();
+    let mut grace_until: Option<Instant> = None;
+    let ending = loop {
+        let wait = match grace_until {
+            Some(until) => until.saturating_duration_since(Instant::now()),
+            None => run.idle_timeout,
+        };
+        let line = match pipes.lines.recv_timeout(wait) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) if grace_until.is_some() => break Ending::GraceExpired,
+            Err(RecvTimeoutError::Timeout) => break Ending::IdleTimeout,
+            Err(RecvTimeoutError::Disconnected) => break Ending::StreamClosed,
+        };
+        let redacted = redact.redact(&line);
+        writeln!(transcript, "{redacted}")
+            .and_then(|()| transcript.flush())
+            .with_context(|| {
+                format!("cannot write the transcript {}", transcript_path.display())
+            })?;
+        seen.take(parse_line(&line), redact, on_event);
+        if grace_until.is_none() && (seen.result.is_some() || seen.signal_in_text) {
+            grace_until = Some(Instant::now() + run.exit_grace);
+        }
+    };
+
+    let status = match ending {
+        Ending::StreamClosed => wait_or_kill(&mut child, run.exit_grace),
+        Ending::IdleTimeout | Ending::GraceExpired => None,
+    };
+    if status.is_none() {
+        stop(&mut child, sandbox);
+    }
+    let stderr = redact.redact(&pipes.finish());
+    let session = seen
+        .session_id
+        .as_deref()
+        .and_then(|id| save_session(sandbox, id, &sessions_dir, redact));
+
+    let usage = seen
+        .result
+        .as_ref()
+        .map(|result| result.usage.clone())
+        .unwrap_or_default();
+    let fail = |message: String| -> anyhow::Error {
+        AgentFailure {
+            message,
+            usage: usage.clone(),
+            session: session.clone(),
+            transcript: transcript_path.clone(),
+        }
+        .into()
+    };
+    if let Ending::IdleTimeout = ending {
+        return Err(fail(format!(
+            "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
+            run.model,
+            short_duration(run.idle_timeout),
+            transcript_path.display()
+        )));
+    }
+    let (text, completed) = match seen.result {
+        Some(result) if result.is_error => {
+            return Err(fail(format!(
+                "{label}: Claude Code reported an error ({}): {}; transcript: {}",
+                result.subtype,
+                first_line(&result.text),
+                transcript_path.display()
+            )));
+        }
+        Some(result) => {
+            let completed = result.text.contains(COMPLETION_SIGNAL);
+            (result.text, completed)
+        }
+        // The signal came but the process hung before its result event: the work is done.
+        None if seen.signal_in_text => (seen.last_text, true),
+        None => {
+            let how = match status {
+                Some(status) => format!("exited ({status})"),
+                None => "hung".to_string(),
+            };
+            return Err(fail(format!(
+                "{label}: Claude Code {how} without a result: {}; transcript: {}",
+                last_line(&stderr).unwrap_or("no error output"),
+                transcript_path.display()
+            )));
+        }
+    };
+    Ok(AgentOutcome {
+        session,
+        result_text: text,
+        completed,
+        usage,
+        transcript: transcript_path,
+    })
+}
+
+/// Where Claude Code keeps a session of a project in WORKSPACE: its projects directory is named
+/// after the working directory with every `/` replaced by `-` (checked with Claude Code 2.1.197).
+fn session_path_in_container(session_id: &str) -> String {
+    format!(
+        "/home/agent/.claude/projects/{}/{session_id}.jsonl",
+        WORKSPACE.replace('/', "-")
+    )
+}
+
+enum Ending {
+    /// Claude Code closed its output: it exited (or is exiting).
+    StreamClosed,
+    IdleTimeout,
+    /// The result or the completion signal came, but the process did not exit in time.
+    GraceExpired,
+}
+
+/// What the stream said so far (texts redacted).
+#[derive(Default)]
+struct Seen {
+    session_id: Option<String>,
+    result: Option<FinalResult>,
+    last_text: String,
+    signal_in_text: bool,
+}
+
+struct FinalResult {
+    is_error: bool,
+    subtype: String,
+    text: String,
+    usage: Usage,
+}
+
+impl Seen {
+    fn take(&mut self, event: Event, redact: &Redactor, on_event: &mut dyn FnMut(AgentEvent)) {
+        match event {
+            Event::Init { session_id, .. } if !session_id.is_empty() => {
+                self.session_id = Some(session_id);
+            }
+            Event::ToolUse { name, summary } => {
+                let call = if summary.is_empty() {
+                    name
+                } else {
+                    format!("{name}: {summary}")
+                };
+                on_event(AgentEvent::ToolCall(&redact.redact(&call)));
+            }
+            Event::AssistantText(text) => {
+                self.signal_in_text |= text.contains(COMPLETION_SIGNAL);
+                self.last_text = redact.redact(&text);
+            }
+            Event::Result {
+                is_error,
+                subtype,
+                text,
+                session_id,
+                usage,
+            } => {
+                if !session_id.is_empty() {
+                    self.session_id = Some(session_id);
+                }
+                on_event(AgentEvent::Usage(&usage));
+                self.result = Some(FinalResult {
+                    is_error,
+                    subtype,
+                    text: redact.redact(&text),
+                    usage,
+                });
+            }
+            Event::Init { .. } | Event::ToolResult { .. } | Event::Other => {}
+        }
+    }
+}
+
+/// The threads that feed the prompt in and read the output of one `docker exec`.
+struct Pipes {
+    lines: mpsc::Receiver<String>,
+    threads: Vec<thread::JoinHandle<()>>,
+    stderr: thread::JoinHandle<String>,
+}
+
+impl Pipes {
+    fn start(child: &mut Child, prompt: String) -> Pipes {
+        let (sender, lines) = mpsc::channel();
+        let mut threads = Vec::new();
+        if let Some(mut stdin) = child.stdin.take() {
+            // A process that dies before reading everything makes this write fail; its exit is
+            // what gets reported, not the broken pipe.
+            threads.push(thread::spawn(move || {
+                let _ = stdin.write_all(prompt.as_bytes());
+            }));
+        }
+        if let Some(stdout) = child.stdout.take() {
+            threads.push(thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send(line).is_err() {
+                        break;
+                    }
+                }
+            }));
+        }
+        let stderr = child.stderr.take();
+        let stderr = thread::spawn(move || {
+            let mut tail = Vec::new();
+            if let Some(mut stderr) = stderr {
+                let mut chunk = [0u8; 4096];
+                while let Ok(read @ 1..) = stderr.read(&mut chunk) {
+                    tail.extend_from_slice(&chunk[..read]);
+                    let excess = tail.len().saturating_sub(STDERR_TAIL);
+                    tail.drain(..excess);
+                }
+            }
+            String::from_utf8_lossy(&tail).into_owned()
+        });
+        Pipes {
+            lines,
+            threads,
+            stderr,
+        }
+    }
+
+    /// Waits for the pipes to close (the process is gone by now); the tail of stderr.
+    fn finish(self) -> String {
+        drop(self.lines);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+        self.stderr.join().unwrap_or_default()
+    }
+}
+
+/// The exit status if the process ends within `grace`, else `None` (still running).
+fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let until = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < until => thread::sleep(Duration::from_millis(50)),
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+/// Kills the `docker exec` client, then every process of the agent user in the container (the
+/// container's init, `sleep infinity`, is spared: `kill -1` never signals pid 1).
+fn stop(child: &mut Child, sandbox: &Sandbox) {
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = sandbox
+        .exec_command(&["sh", "-c", "kill -KILL -1"])
+        .stdin(Stdio::null())
+        .output();
+}
+
+/// Copies the session file out of the container into `sessions_dir`, redacted. `None` when Claude
+/// Code wrote none (it failed before its first turn): the next iteration starts a fresh session.
+fn save_session(
+    sandbox: &Sandbox,
+    session_id: &str,
+    sessions_dir: &Path,
+    redact: &Redactor,
+) -> Option<SavedSession> {
+    let file = sessions_dir.join(format!("{session_id}.jsonl"));
+    let raw = sessions_dir.join(format!(".{session_id}.jsonl.raw"));
+    let copied = sandbox.copy_out(&session_path_in_container(session_id), &raw);
+    let saved = copied.and_then(|()| {
+        let text = std::fs::read_to_string(&raw)?;
+        std::fs::write(&file, redact.redact(&text))?;
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&raw);
+    saved.ok().map(|()| SavedSession {
+        session_id: session_id.to_string(),
+        file,
+    })
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("no message")
+}
+
+fn last_line(text: &str) -> Option<&str> {
+    text.lines()
+        .map(str::trim)
+        .rev()
+        .find(|line| !line.is_empty())
+}
+
+/// `3s`, `10m`, `1m30s`: how the config spells durations.
+fn short_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, 0) => format!("{}ms", duration.as_millis()),
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, 0) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_lives_where_claude_code_puts_it_for_the_workspace() {
+        assert_eq!(
+            session_path_in_container("3de6a402"),
+            "/home/agent/.claude/projects/-home-agent-workspace/3de6a402.jsonl"
+        );
+    }
+
+    #[test]
+    fn durations_read_like_the_config() {
+        assert_eq!(short_duration(Duration::from_secs(3)), "3s");
+        assert_eq!(short_duration(Duration::from_secs(600)), "10m");
+        assert_eq!(short_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(short_duration(Duration::from_secs(7200)), "2h");
+        assert_eq!(short_duration(Duration::from_millis(250)), "250ms");
+    }
+
+    #[test]
+    fn seen_tracks_session_tool_calls_signal_and_result_redacted() {
+        let redact = Redactor::new(&crate::secrets::EnvFile {
+            vars: vec![("SECRET_THING".into(), "hunter2-value".into())],
+        });
+        let mut calls = Vec::new();
+        let mut costs = Vec::new();
+        let mut seen = Seen::default();
+        let lines = [
+            r#"{"type":"system","subtype":"init","session_id":"s-1","model":"m"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"echo hunter2-value"}}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok hunter2-value <promise>COMPLETE</promise>"}]}}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"done hunter2-value","session_id":"s-1","total_cost_usd":0.25}"#,
+        ];
+        for line in lines {
+            seen.take(parse_line(line), &redact, &mut |event| match event {
+                AgentEvent::ToolCall(call) => calls.push(call.to_string()),
+                AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+            });
+        }
+        assert_eq!(seen.session_id.as_deref(), Some("s-1"));
+        assert_eq!(calls, ["Bash: echo [redacted]"]);
+        assert_eq!(costs, [0.25]);
+        assert!(seen.signal_in_text);
+        assert_eq!(seen.last_text, "ok [redacted] <promise>COMPLETE</promise>");
+        assert_eq!(seen.result.unwrap().text, "done [redacted]");
+    }
+}
