@@ -1,0 +1,23 @@
+{
+  description = "sandcastle: an autonomous pull-request loop of Claude Code agents in Docker sandboxes, on Forgejo issues";
+
+  inputs = {
+    nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+    flake-utils.url = "github:numtide/flake-utils";
+    rust-overlay = {
+      url = "github:oxalica/rust-overlay";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+    llm-agents = {
+      url = "github:numtide/llm-agents.nix";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+  };
+
+  outputs = { nixpkgs, flake-utils, rust-overlay, llm-agents, ... }:
+    {
+      templates = import ./nix/templates.nix;
+    }
+    // flake-utils.lib.eachDefaultSystem (system:
+      import ./nix/perSystem.nix { inherit nixpkgs rust-overlay llm-agents system; });
+}
