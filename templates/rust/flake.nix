@@ -1,0 +1,82 @@
+{
+  description = "A Rust project worked on by sandcastle agents";
+
+  inputs = {
+    nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+    flake-utils.url = "github:numtide/flake-utils";
+    rust-overlay = {
+      url = "github:oxalica/rust-overlay";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+    # Point this at your copy of sandcastle.
+    sandcastle = {
+      url = "git+https://forge.example.dev/sandcastle/sandcastle";
+      inputs.nixpkgs.follows = "nixpkgs";
+      inputs.flake-utils.follows = "flake-utils";
+      inputs.rust-overlay.follows = "rust-overlay";
+    };
+  };
+
+  outputs = { nixpkgs, flake-utils, rust-overlay, sandcastle, ... }:
+    flake-utils.lib.eachDefaultSystem (system:
+      let
+        pkgs = import nixpkgs {
+          inherit system;
+          overlays = [ rust-overlay.overlays.default ];
+        };
+        inherit (pkgs) lib;
+        rustToolchain = pkgs.rust-bin.stable.latest.default;
+        rustPlatform = pkgs.makeRustPlatform {
+          cargo = rustToolchain;
+          rustc = rustToolchain;
+        };
+        sandcastleLib = sandcastle.lib.${system};
+
+        clippy = rustPlatform.buildRustPackage {
+          pname = "my-project-clippy";
+          version = "0.1.0";
+          src = ./.;
+          cargoLock.lockFile = ./Cargo.lock;
+          buildPhase = "cargo clippy --all-targets --offline -- -D warnings";
+          installPhase = "touch $out";
+          doCheck = false;
+        };
+
+        # The image the agents run in (Linux only). Its name, tag and forge
+        # URL come from .sandcastle/config.toml, as sandcastle reads them.
+        image = lib.optionalAttrs (sandcastleLib ? mkSandcastleImage) {
+          sandcastleImage = sandcastleLib.mkSandcastleImage
+            (sandcastleLib.imageArgsFromConfig ./.sandcastle/config.toml // {
+              extraContents = [ rustToolchain pkgs.pkg-config ];
+            });
+        };
+      in
+      {
+        packages = image;
+
+        apps = {
+          inherit (sandcastle.apps.${system}) sandcastle;
+        } // lib.optionalAttrs (image ? sandcastleImage) {
+          # nix run .#sandcastleImage | docker load
+          sandcastleImage = {
+            type = "app";
+            program = "${image.sandcastleImage}";
+            meta.description = "Stream the sandcastle image to stdout, for `docker load`";
+          };
+        };
+
+        checks = { inherit clippy; } // image;
+
+        devShells = {
+          default = pkgs.mkShell {
+            packages = [ rustToolchain pkgs.pkg-config sandcastle.packages.${system}.helpers ];
+          };
+          # What CI needs to run `check`.
+          ci = pkgs.mkShell {
+            packages = [ rustToolchain sandcastle.packages.${system}.helpers ];
+          };
+        };
+
+        formatter = pkgs.nixpkgs-fmt;
+      });
+}
