@@ -134,7 +134,11 @@ impl Sandbox {
             return Ok(());
         }
         let mut command = self.exec_command(&["configure-tea", "--url", forge_url]);
-        output(&mut command, "configure-tea in the sandbox").map(drop)
+        output(&mut command, "configure-tea").map(drop).map_err(|error| {
+            anyhow::anyhow!(
+                "{error} in the sandbox: check FORGEJO_USER, FORGEJO_TOKEN and forgeHost, and that the image has configure-tea"
+            )
+        })
     }
 }
 
@@ -199,7 +203,7 @@ fn container_name(run_id: &str, key: &str) -> String {
         .collect()
 }
 
-/// Runs a docker command to the end; its trimmed stdout, or an error with its last stderr line.
+/// Runs a docker command to the end; its trimmed stdout, or an error with its first stderr line.
 fn output(command: &mut Command, what: &str) -> Result<String> {
     let result = command.output().map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
@@ -210,9 +214,9 @@ fn output(command: &mut Command, what: &str) -> Result<String> {
     })?;
     if !result.status.success() {
         let stderr = String::from_utf8_lossy(&result.stderr);
+        // The first line says what went wrong; later ones are hints ("Run 'docker run --help'").
         let reason = stderr
             .lines()
-            .rev()
             .find(|line| !line.trim().is_empty())
             .unwrap_or("no error output")
             .trim();
@@ -391,3 +395,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+pub mod docker_tests;
