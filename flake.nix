@@ -15,9 +15,14 @@
   };
 
   outputs = { nixpkgs, flake-utils, rust-overlay, llm-agents, ... }:
+    let
+      perSystem = flake-utils.lib.eachDefaultSystem (system:
+        import ./nix/perSystem.nix { inherit nixpkgs rust-overlay llm-agents system; });
+    in
     {
+      # Named one by one (not `perSystem // { ... }`) so that reading
+      # `templates` does not evaluate, or fetch, any input.
+      inherit (perSystem) lib packages apps checks formatter devShells;
       templates = import ./nix/templates.nix;
-    }
-    // flake-utils.lib.eachDefaultSystem (system:
-      import ./nix/perSystem.nix { inherit nixpkgs rust-overlay llm-agents system; });
+    };
 }
