@@ -12,9 +12,9 @@ rec {
       1. In `.sandcastle/config.toml` set `repo` and `forgeHost` to your forge
          repository, and in `flake.nix` point the `sandcastle` input at
          sandcastle; then `nix flake lock`.
-      2. `cp .sandcastle/.env.example .sandcastle/.env` and fill in the tokens
-         (ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN, FORGEJO_TOKEN,
-         FORGEJO_USER).
+      2. `cp .sandcastle/.env.example .sandcastle/.env` and fill it in:
+         `ANTHROPIC_API_KEY` or `CLAUDE_CODE_OAUTH_TOKEN`, `FORGEJO_TOKEN`,
+         `FORGEJO_USER`.
       3. Build and load the image, then start the loop:
          `nix run .#sandcastleImage | docker load && nix run .#sandcastle -- run`
     '';

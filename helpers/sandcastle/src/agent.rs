@@ -484,3 +484,6 @@ mod tests {
         assert_eq!(seen.result.unwrap().text, "done [redacted]");
     }
 }
+
+#[cfg(test)]
+mod docker_tests;

@@ -1,0 +1,270 @@
+//! The real Claude Code CLI in a real sandbox against the scripted Messages API (`fake-anthropic`).
+//! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
+use super::*;
+use crate::sandbox::docker_tests::{TestRun, checkout, docker_ready, spec};
+use crate::secrets::{EnvFile, Redactor};
+use fake_anthropic::{FakeAnthropic, Scenario};
+use std::process::Command;
+
+const API_KEY: &str = "sk-ant-test-key-never-printed";
+
+fn fake(scenario: serde_json::Value) -> FakeAnthropic {
+    FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap()
+}
+
+/// What a sandbox needs to reach the fake model; the key is a secret to redact.
+fn env(base_url: &str) -> Vec<(String, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL".into(), base_url.into()),
+        ("ANTHROPIC_API_KEY".into(), API_KEY.into()),
+        (
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+            "1".into(),
+        ),
+    ]
+}
+
+fn redactor() -> Redactor {
+    Redactor::new(&EnvFile {
+        vars: vec![("ANTHROPIC_API_KEY".into(), API_KEY.into())],
+    })
+}
+
+fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun<'a> {
+    AgentRun {
+        role: "implementer",
+        model: "claude-sonnet-4-6",
+        prompt,
+        resume: None,
+        idle_timeout: Duration::from_secs(60),
+        exit_grace: Duration::from_secs(5),
+        log_dir,
+        iteration,
+    }
+}
+
+fn git_log(dir: &Path) -> String {
+    let out = Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(["log", "--format=%s"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn processes(sandbox: &Sandbox) -> String {
+    let out = Command::new("docker")
+        .args(["top", sandbox.id(), "-o", "pid,args"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        list.contains("sleep infinity"),
+        "docker top lists the container's init: {list}"
+    );
+    list
+}
+
+#[test]
+fn an_iteration_that_commits_and_completes() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([{
+        "match": "TASK-commit",
+        "turns": [
+            {"bash": "echo hello > hello.txt && git add hello.txt && git commit -qm 'Add hello' && echo key=$ANTHROPIC_API_KEY"},
+            {"text": "Committed hello.txt. <promise>COMPLETE</promise>"}
+        ]
+    }]));
+    let run = TestRun::new("agent-commit");
+    let dir = checkout();
+    let env = env(&model.url());
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", dir.path(), &env)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut calls = Vec::new();
+    let mut costs = Vec::new();
+
+    let outcome = super::run(
+        &sandbox,
+        &agent_run("Do TASK-commit now.", logs.path(), 1),
+        &redactor(),
+        &mut |event| match event {
+            AgentEvent::ToolCall(call) => calls.push(call.to_string()),
+            AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+        },
+    )
+    .unwrap();
+
+    assert!(outcome.completed);
+    assert_eq!(
+        outcome.result_text,
+        "Committed hello.txt. <promise>COMPLETE</promise>"
+    );
+    assert!(outcome.usage.input_tokens > 0 && outcome.usage.output_tokens > 0);
+    assert!(outcome.usage.cost_usd > 0.0);
+    assert_eq!(costs, [outcome.usage.cost_usd]);
+    assert_eq!(calls.len(), 1);
+    assert!(
+        calls[0].starts_with("Bash: echo hello > hello.txt"),
+        "{calls:?}"
+    );
+    assert_eq!(git_log(dir.path()), "Add hello\nstart\n");
+
+    let transcript = std::fs::read_to_string(&outcome.transcript).unwrap();
+    assert_eq!(outcome.transcript, logs.path().join("implementer-1.jsonl"));
+    assert!(
+        transcript.contains("key=[redacted]"),
+        "the tool output is in the transcript"
+    );
+    assert!(!transcript.contains(API_KEY));
+    assert!(
+        transcript
+            .lines()
+            .last()
+            .unwrap()
+            .contains(r#""type":"result""#)
+    );
+
+    let session = outcome.session.expect("session saved");
+    assert_eq!(
+        session.file,
+        logs.path()
+            .join(format!("sessions/{}.jsonl", session.session_id))
+    );
+    let saved = std::fs::read_to_string(&session.file).unwrap();
+    assert!(saved.contains("TASK-commit") && !saved.contains(API_KEY));
+
+    sandbox.remove().unwrap();
+    assert!(run.containers().is_empty());
+}
+
+#[test]
+fn an_error_result_is_a_failure_even_with_subtype_success() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([]));
+    let run = TestRun::new("agent-error");
+    let dir = checkout();
+    // Every Messages request gets a 404: Claude Code ends with `is_error: true, subtype: success`.
+    let env = env(&format!("{}/nowhere", model.url()));
+    let sandbox = Sandbox::start(&spec(&run, "issue-2", dir.path(), &env)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+
+    let error = super::run(
+        &sandbox,
+        &agent_run("Do it.", logs.path(), 3),
+        &redactor(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+
+    let failure = error
+        .downcast_ref::<AgentFailure>()
+        .expect("an AgentFailure");
+    assert!(
+        failure
+            .message
+            .starts_with("implementer iteration 3: Claude Code reported an error (success): "),
+        "{failure}"
+    );
+    assert!(!failure.message.contains('\n'));
+    let transcript = std::fs::read_to_string(&failure.transcript).unwrap();
+    assert!(transcript.contains(r#""is_error":true"#));
+}
+
+#[test]
+fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([{
+        "match": "TASK-sleep",
+        "turns": [{"bash": "sleep 30"}, {"text": "woke up <promise>COMPLETE</promise>"}]
+    }]));
+    let run = TestRun::new("agent-idle");
+    let dir = checkout();
+    let env = env(&model.url());
+    let sandbox = Sandbox::start(&spec(&run, "issue-3", dir.path(), &env)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut agent = agent_run("Do TASK-sleep.", logs.path(), 2);
+    agent.idle_timeout = Duration::from_secs(3);
+
+    let started = Instant::now();
+    let error = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap_err();
+
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with(
+            "implementer iteration 2 (claude-sonnet-4-6) gave no output for 3s (idleTimeout) and was stopped"
+        ),
+        "{message}"
+    );
+    let left = processes(&sandbox);
+    assert!(
+        !left.contains("claude") && !left.contains("sleep 30"),
+        "{left}"
+    );
+    let failure = error.downcast_ref::<AgentFailure>().unwrap();
+    assert!(
+        failure.session.is_some(),
+        "the session is saved for a later resume"
+    );
+}
+
+#[test]
+fn a_saved_session_resumes_in_a_fresh_container() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([{
+        "match": "TASK-resume",
+        "turns": [
+            {"bash": "echo one > one.txt"},
+            {"text": "Part one done; part two is left."},
+            {"bash": "test -f one.txt && echo two > two.txt"},
+            {"text": "Both parts done. <promise>COMPLETE</promise>"}
+        ]
+    }]));
+    let run = TestRun::new("agent-resume");
+    let dir = checkout();
+    let env = env(&model.url());
+    let logs = tempfile::tempdir().unwrap();
+
+    let first_box = Sandbox::start(&spec(&run, "issue-4", dir.path(), &env)).unwrap();
+    let first = super::run(
+        &first_box,
+        &agent_run("Do TASK-resume.", logs.path(), 1),
+        &redactor(),
+        &mut |_| {},
+    )
+    .unwrap();
+    first_box.remove().unwrap();
+    assert!(!first.completed);
+    let session = first.session.expect("session saved");
+
+    let second_box = Sandbox::start(&spec(&run, "issue-4", dir.path(), &env)).unwrap();
+    let mut agent = agent_run("Carry on.", logs.path(), 2);
+    agent.resume = Some(&session);
+    let second = super::run(&second_box, &agent, &redactor(), &mut |_| {}).unwrap();
+
+    assert!(second.completed, "{}", second.result_text);
+    assert_eq!(second.session.unwrap().session_id, session.session_id);
+    assert!(dir.path().join("two.txt").exists());
+    let turns: Vec<usize> = model.requests().iter().map(|r| r.turn).collect();
+    assert_eq!(
+        turns,
+        [0, 1, 2, 3],
+        "the resumed conversation went on from turn 2"
+    );
+    assert!(logs.path().join("implementer-2.jsonl").exists());
+    second_box.remove().unwrap();
+    assert!(run.containers().is_empty());
+}
