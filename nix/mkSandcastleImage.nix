@@ -45,6 +45,7 @@ dockerTools.streamLayeredImage {
 
   contents = sandcastlePackages ++ [
     nss
+    locales
     dockerTools.usrBinEnv
     dockerTools.binSh
     dockerTools.caCertificates
