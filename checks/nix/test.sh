@@ -137,16 +137,18 @@ helpers_package() {
 
 # `nix flake show --json` lists every output the flake promises.
 expected_outputs='
-  def has_all($system; $names): (.[$system] // {} | keys) as $k | all($names[]; . as $n | $k | index($n) != null);
-  (.templates | keys == ["default", "rust"])
+  def has_all($out; $system; $names):
+    ($out[$system] // {} | keys) as $k | all($names[]; . as $n | $k | index($n) != null);
+  . as $r
+  | ($r.templates | keys == ["default", "rust"])
   and all(["x86_64-linux", "aarch64-linux"][]; . as $s |
-    (.packages | has_all($s; ["helpers", "claude-code", "sandcastleImage", "default"]))
-    and (.apps | has_all($s; ["sandcastle", "sandcastleImage"]))
-    and (.checks | has_all($s; ["helpers", "sandcastleImage"]))
-    and (.devShells | has_all($s; ["default"]))
-    and (.formatter | has($s)))
+    has_all($r.packages; $s; ["helpers", "claude-code", "sandcastleImage", "default"])
+    and has_all($r.apps; $s; ["sandcastle", "sandcastleImage"])
+    and has_all($r.checks; $s; ["helpers", "sandcastleImage"])
+    and has_all($r.devShells; $s; ["default"])
+    and ($r.formatter | has($s)))
   and all(["x86_64-darwin", "aarch64-darwin"][]; . as $s |
-    (.packages | has_all($s; ["helpers"])) and (.apps | has_all($s; ["sandcastle"])))
+    has_all($r.packages; $s; ["helpers"]) and has_all($r.apps; $s; ["sandcastle"]))
 '
 
 flake_show() {
