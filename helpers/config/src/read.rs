@@ -134,6 +134,10 @@ impl<'a> Section<'a> {
             .unwrap_or_default();
         let fix = match suggest::nearest(key, known) {
             Some(nearest) => format!("did you mean `{nearest}`?"),
+            // TOML puts every key after `[table]` into that table.
+            None if self.name.is_some() && TOP_KEYS.contains(&key) => {
+                format!("`{key}` is a top-level key; move it above the first [table]")
+            }
             None => {
                 let known: Vec<String> = known.iter().map(|key| format!("`{key}`")).collect();
                 format!("the known keys{place} are {}", known.join(", "))

@@ -273,6 +273,11 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
              `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`",
         ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",
+            "5:1: unknown key `maxConcurrency` in [models]; `maxConcurrency` is a top-level key; \
+             move it above the first [table]",
+        ),
         // TOML syntax.
         (
             "repo = \"a/b\nforgeHost = \"x\"\n",
