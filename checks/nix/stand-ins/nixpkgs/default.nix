@@ -114,8 +114,12 @@ let
         , buildInputs ? [ ]
         , nativeCheckInputs ? [ ]
         , env ? { }
+        , preCheck ? ""
         , buildPhase ? null
         , installPhase ? null
+        , postInstall ? ""
+        , doInstallCheck ? false
+        , installCheckPhase ? null
         , meta ? { }
         }@arguments:
           assert lib.assertMsg (cargoLock != null || cargoHash != null)

@@ -24,6 +24,8 @@ let
 
   optionalAttrs = cond: as: if cond then as else { };
 
+  concatStringsSep = builtins.concatStringsSep;
+
   optionals = cond: l: if cond then l else [ ];
 
   assertMsg = pred: msg: pred || builtins.throw msg;
@@ -47,6 +49,6 @@ let
   };
 in
 {
-  inherit fix hasSuffix hasPrefix hasInfix splitString last genAttrs optionalAttrs optionals
+  inherit fix concatStringsSep hasSuffix hasPrefix hasInfix splitString last genAttrs optionalAttrs optionals
     assertMsg importTOML fileset;
 }
