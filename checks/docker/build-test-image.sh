@@ -79,6 +79,7 @@ inputs_hash="$( {
 } | sha256sum | cut -d' ' -f1)"
 
 current="$(docker image inspect -f '{{index .Config.Labels "sandcastle.inputs"}}' "$tag" 2>/dev/null || true)"
+previous_id="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
 if [[ "$current" == "$inputs_hash" ]]; then
     say "$tag is up to date (inputs $inputs_hash)"
     exit 0
@@ -165,4 +166,6 @@ tar -C "$rootfs" --numeric-owner -c . | docker import \
     --change "LABEL sandcastle.inputs=$inputs_hash" \
     --change 'ENTRYPOINT ["/bin/sleep","infinity"]' \
     - "$tag" >/dev/null
+# The replaced image is left untagged; remove it unless a container still uses it.
+[[ -n "$previous_id" ]] && docker image rm "$previous_id" >/dev/null 2>&1 || true
 say "built $tag (inputs $inputs_hash)"
