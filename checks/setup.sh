@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a fresh Debian machine (as root), idempotently:
+# Docker, Nix 2.x, jq and tmux from Debian; the real Claude Code CLI from npm; deadnix and
+# nixpkgs-fmt from crates.io. Then starts the Docker engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+missing=()
+for pair in docker:docker.io dockerd:docker.io nix-instantiate:nix-bin jq:jq tmux:tmux git:git; do
+  command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+done
+if ((${#missing[@]})); then
+  step "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x node_modules/@anthropic-ai/claude-code-linux-x64/claude ]; then
+  step "npm install @anthropic-ai/claude-code (the real CLI, for the end-to-end tests)"
+  npm install --no-save --no-audit --no-fund --silent @anthropic-ai/claude-code
+fi
+
+for tool in deadnix nixpkgs-fmt; do
+  if ! command -v "$tool" >/dev/null; then
+    step "cargo install $tool"
+    cargo install --locked --quiet "$tool"
+  fi
+done
+
+step "Docker engine"
+bash checks/docker/start-dockerd.sh

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: set-up, the Rust tests (unit, integration, and the
+# end-to-end scenarios with a real Docker engine and the real Claude Code CLI), lint, and the
+# offline Nix checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+bash checks/setup.sh
+
+step "cargo build (the binaries baked into the test image)"
+cargo build --workspace --bins
+step "test image"
+bash checks/docker/build-test-image.sh
+
+step "cargo fmt --check"
+cargo fmt --all --check
+step "cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "Nix checks (offline)"
+bash checks/nix/test.sh
+
+step "cargo test"
+cargo test --workspace
