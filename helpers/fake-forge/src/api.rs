@@ -1,0 +1,757 @@
+//! The REST API under `/api/v1`: each request is checked against the swagger on the way in and on
+//! the way out; a mismatch becomes a 500 and a recorded violation.
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+use tiny_http::{Header, Request, Response};
+
+use crate::auth::{authenticate, credentials};
+use crate::git;
+use crate::render::{PullGit, Render};
+use crate::server::{NewPull, Shared, now};
+use crate::state::{ApiError, ApiResult, NewIssue, NewReview, Repo, State, StoredIssue};
+use crate::swagger::Matched;
+
+const DEFAULT_PAGE_SIZE: usize = 30;
+const MAX_PAGE_SIZE: usize = 50;
+
+/// A response before it is checked and sent.
+struct Reply {
+    status: u16,
+    body: Option<Value>,
+    headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Reply {
+        Reply {
+            status,
+            body: Some(body),
+            headers: Vec::new(),
+        }
+    }
+    fn empty() -> Reply {
+        Reply {
+            status: 204,
+            body: None,
+            headers: Vec::new(),
+        }
+    }
+}
+
+pub fn handle(shared: &Shared, mut request: Request) {
+    let method = request.method().as_str().to_ascii_uppercase();
+    let url = request.url().to_string();
+    let (path, raw_query) = url.split_once('?').unwrap_or((&url, ""));
+    let api_path = path.strip_prefix("/api/v1").unwrap_or(path);
+    let query = parse_query(raw_query);
+    let body = read_body(&mut request);
+    let reply = match shared.swagger.route(&method, api_path) {
+        None => violation(
+            shared,
+            format!("{method} {path} is not an operation of Forgejo's swagger"),
+        ),
+        Some(matched) => {
+            let call = Incoming {
+                method: &method,
+                api_path,
+                query: &query,
+                body,
+            };
+            serve(shared, &request, &matched, call)
+        }
+    };
+    send(request, reply);
+}
+
+struct Incoming<'a> {
+    method: &'a str,
+    api_path: &'a str,
+    query: &'a [(String, String)],
+    body: Result<Option<Value>, String>,
+}
+
+fn serve(shared: &Shared, request: &Request, matched: &Matched, incoming: Incoming) -> Reply {
+    let op = matched.operation;
+    let where_ = format!("{} /api/v1{}", incoming.method, incoming.api_path);
+    let body = incoming.body.map_err(anyhow::Error::msg).and_then(|body| {
+        shared.swagger.check_query(op, incoming.query)?;
+        shared.swagger.check_request_body(op, body.as_ref())?;
+        Ok(body)
+    });
+    let body = match body {
+        Ok(body) => body.unwrap_or(Value::Null),
+        Err(e) => return violation(shared, format!("{where_}: {e:#}")),
+    };
+    let caller = match authenticate(&shared.state(), &credentials(request)) {
+        Ok(caller) => caller,
+        Err(reason) => return error_reply(shared, 401, &reason),
+    };
+    let call = Call {
+        shared,
+        params: &matched.params,
+        query: incoming.query,
+        body,
+        caller,
+        api_path: incoming.api_path,
+    };
+    let reply = match dispatch(incoming.method, &op.template, &call) {
+        Ok(reply) => reply,
+        Err(e) if e.status == 501 => {
+            return violation(
+                shared,
+                format!("{where_}: fake-forge does not implement {}", e.message),
+            );
+        }
+        Err(e) => error_reply(shared, e.status, &e.message),
+    };
+    match shared
+        .swagger
+        .check_response(op, reply.status, reply.body.as_ref())
+    {
+        Ok(()) => reply,
+        Err(e) => violation(shared, format!("{where_}: {e:#}")),
+    }
+}
+
+fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
+    match (method, template) {
+        ("GET", "/version") => Ok(Reply::json(200, json!({"version": "12.0.0+gitea-1.22.0"}))),
+        ("GET", "/user") => {
+            let login = call.caller()?;
+            let state = call.shared.state();
+            Ok(Reply::json(200, call.render().login(&state.users, login)))
+        }
+        ("GET", "/repos/{owner}/{repo}") => call
+            .with_repo(|state, repo| Ok(Reply::json(200, call.render().repo(&state.users, repo)))),
+        ("GET", "/repos/{owner}/{repo}/labels") => list_labels(call),
+        ("POST", "/repos/{owner}/{repo}/labels") => create_label(call),
+        ("GET", "/repos/{owner}/{repo}/issues") => list_issues(call),
+        ("POST", "/repos/{owner}/{repo}/issues") => create_issue(call),
+        ("GET", "/repos/{owner}/{repo}/issues/{index}") => call.with_repo(|state, repo| {
+            let issue = repo.issue(call.index()?)?;
+            Ok(Reply::json(
+                200,
+                call.render().issue(&state.users, repo, issue),
+            ))
+        }),
+        ("GET", "/repos/{owner}/{repo}/issues/{index}/labels") => call.with_repo(|_, repo| {
+            let issue = repo.issue(call.index()?)?;
+            Ok(Reply::json(200, issue_labels(call, repo, issue)))
+        }),
+        ("POST", "/repos/{owner}/{repo}/issues/{index}/labels") => add_issue_labels(call),
+        ("DELETE", "/repos/{owner}/{repo}/issues/{index}/labels/{id}") => remove_issue_label(call),
+        ("GET", "/repos/{owner}/{repo}/issues/{index}/comments") => {
+            call.with_repo(|state, repo| {
+                let issue = repo.issue(call.index()?)?;
+                let render = call.render();
+                let comments = repo
+                    .comments_on(issue.number)
+                    .map(|c| render.comment(&state.users, repo, issue, c));
+                Ok(Reply::json(200, comments.collect()))
+            })
+        }
+        ("POST", "/repos/{owner}/{repo}/issues/{index}/comments") => create_comment(call),
+        ("GET", "/repos/{owner}/{repo}/pulls") => list_pulls(call),
+        ("POST", "/repos/{owner}/{repo}/pulls") => create_pull(call),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}") => call.with_repo(|state, repo| {
+            let pull = repo.pull(call.index()?)?;
+            Ok(Reply::json(200, render_pull(call, state, repo, pull)))
+        }),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews") => call.with_repo(|state, repo| {
+            let pull = repo.pull(call.index()?)?;
+            let render = call.render();
+            let reviews = repo
+                .reviews_on(pull.number)
+                .map(|r| render.review(&state.users, repo, pull, r))
+                .collect();
+            Ok(call.page(reviews))
+        }),
+        ("POST", "/repos/{owner}/{repo}/pulls/{index}/reviews") => create_review(call),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews/{id}") => {
+            call.with_repo(|state, repo| {
+                let pull = repo.pull(call.index()?)?;
+                let review = find_review(call, repo, pull)?;
+                Ok(Reply::json(
+                    200,
+                    call.render().review(&state.users, repo, pull, review),
+                ))
+            })
+        }
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews/{id}/comments") => {
+            call.with_repo(|state, repo| {
+                let pull = repo.pull(call.index()?)?;
+                let review = find_review(call, repo, pull)?;
+                let render = call.render();
+                let comments = review
+                    .comments
+                    .iter()
+                    .map(|c| render.review_comment(&state.users, repo, pull, review, c));
+                Ok(Reply::json(200, comments.collect()))
+            })
+        }
+        _ => Err(ApiError::new(501, format!("{method} {template}"))),
+    }
+}
+
+/// One API call: the matched path parameters, the query, the JSON body and the caller.
+struct Call<'a> {
+    shared: &'a Shared,
+    params: &'a HashMap<String, String>,
+    query: &'a [(String, String)],
+    body: Value,
+    caller: Option<String>,
+    api_path: &'a str,
+}
+
+impl Call<'_> {
+    fn render(&self) -> Render<'_> {
+        Render {
+            root: &self.shared.root_url,
+        }
+    }
+
+    fn param(&self, name: &str) -> &str {
+        self.params.get(name).map_or("", String::as_str)
+    }
+
+    fn owner_and_name(&self) -> (&str, &str) {
+        (self.param("owner"), self.param("repo"))
+    }
+
+    fn index(&self) -> ApiResult<u64> {
+        let index = self.param("index");
+        index
+            .parse()
+            .map_err(|_| ApiError::not_found(format!("issue {index} does not exist")))
+    }
+
+    fn query(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The caller's login; anonymous callers may only read.
+    fn caller(&self) -> ApiResult<&str> {
+        self.caller
+            .as_deref()
+            .ok_or_else(|| ApiError::new(401, "token is required"))
+    }
+
+    fn with_repo<T>(&self, f: impl FnOnce(&State, &Repo) -> ApiResult<T>) -> ApiResult<T> {
+        let state = self.shared.state();
+        let (owner, name) = self.owner_and_name();
+        let repo = state.repo(owner, name)?;
+        f(&state, repo)
+    }
+
+    fn with_repo_mut<T>(&self, f: impl FnOnce(&mut Repo) -> ApiResult<T>) -> ApiResult<T> {
+        let mut state = self.shared.state();
+        let (owner, name) = self.owner_and_name();
+        f(state.repo_mut(owner, name)?)
+    }
+
+    fn text(&self, field: &str) -> &str {
+        self.body[field].as_str().unwrap_or_default()
+    }
+
+    fn ids(&self, field: &str) -> Vec<i64> {
+        self.body[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_i64)
+            .collect()
+    }
+
+    /// Refuses body fields the fake would otherwise ignore silently.
+    fn unsupported_fields(&self, fields: &[&str]) -> ApiResult<()> {
+        match fields.iter().find(|f| !self.body[**f].is_null()) {
+            Some(field) => Err(ApiError::new(501, format!("the `{field}` field"))),
+            None => Ok(()),
+        }
+    }
+
+    fn unsupported_filters(&self, filters: &[&str]) -> ApiResult<()> {
+        match filters.iter().find(|f| self.query(f).is_some()) {
+            Some(filter) => Err(ApiError::new(
+                501,
+                format!("the `{filter}` query parameter"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgejo's pagination: `page` from 1, `limit` 30 by default and at most 50, the total in
+    /// `X-Total-Count`, and `Link` URLs built from `ROOT_URL`.
+    fn page(&self, items: Vec<Value>) -> Reply {
+        let page = self
+            .query("page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(1)
+            .max(1);
+        let limit = match self.query("limit").and_then(|l| l.parse::<usize>().ok()) {
+            Some(0) | None => DEFAULT_PAGE_SIZE,
+            Some(limit) => limit.min(MAX_PAGE_SIZE),
+        };
+        let total = items.len();
+        let last = total.div_ceil(limit).max(1);
+        let link_to = |page: usize, rel: &str| {
+            let mut query: Vec<String> = self
+                .query
+                .iter()
+                .filter(|(n, _)| n != "page")
+                .map(|(n, v)| format!("{n}={}", encode(v)))
+                .collect();
+            query.push(format!("page={page}"));
+            format!(
+                "<{}api/v1{}?{}>; rel=\"{rel}\"",
+                self.shared.root_url,
+                self.api_path,
+                query.join("&")
+            )
+        };
+        let mut links = Vec::new();
+        if page < last {
+            links.push(link_to(page + 1, "next"));
+            links.push(link_to(last, "last"));
+        }
+        if page > 1 {
+            links.push(link_to(1, "first"));
+            links.push(link_to(page - 1, "prev"));
+        }
+        let body: Vec<Value> = items
+            .into_iter()
+            .skip((page - 1) * limit)
+            .take(limit)
+            .collect();
+        let mut reply = Reply::json(200, Value::Array(body));
+        reply
+            .headers
+            .push(("X-Total-Count".to_string(), total.to_string()));
+        if !links.is_empty() {
+            reply.headers.push(("Link".to_string(), links.join(",")));
+        }
+        reply
+    }
+}
+
+fn list_labels(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|_, repo| {
+        let render = call.render();
+        Ok(call.page(repo.labels.iter().map(|l| render.label(repo, l)).collect()))
+    })
+}
+
+fn create_label(call: &Call) -> ApiResult<Reply> {
+    call.caller()?;
+    call.unsupported_fields(&["exclusive", "is_archived"])?;
+    let name = call.text("name");
+    if name.trim().is_empty() {
+        return Err(ApiError::invalid("name: Required"));
+    }
+    call.with_repo_mut(|repo| {
+        let label = repo
+            .add_label(name, call.text("color"), call.text("description"))?
+            .clone();
+        Ok(Reply::json(201, call.render().label(repo, &label)))
+    })
+}
+
+/// Forgejo's issue list: `labels` keeps the issues that have ALL of the named labels, after
+/// silently dropping names that are no label of the repository.
+fn list_issues(call: &Call) -> ApiResult<Reply> {
+    call.unsupported_filters(&[
+        "q",
+        "milestones",
+        "since",
+        "before",
+        "created_by",
+        "assigned_by",
+        "mentioned_by",
+    ])?;
+    let oldest_first = match call.query("sort") {
+        None | Some("latest") => false,
+        Some("oldest") => true,
+        Some(other) => return Err(ApiError::new(501, format!("sort={other}"))),
+    };
+    call.with_repo(|state, repo| {
+        let wanted: Vec<&str> = call
+            .query("labels")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|name| repo.labels.iter().any(|l| l.name == *name))
+            .collect();
+        let state_filter = call.query("state").unwrap_or("open");
+        let kind = call.query("type");
+        let render = call.render();
+        let mut issues: Vec<&StoredIssue> = repo
+            .issues
+            .iter()
+            .filter(|i| matches_state(i, state_filter))
+            .filter(|i| match kind {
+                Some("issues") => i.pull.is_none(),
+                Some("pulls") => i.pull.is_some(),
+                _ => true,
+            })
+            .filter(|i| {
+                let names = repo.label_names(i);
+                wanted.iter().all(|w| names.iter().any(|n| n == w))
+            })
+            .collect();
+        issues.sort_by_key(|i| i.number);
+        if !oldest_first {
+            issues.reverse();
+        }
+        Ok(call.page(
+            issues
+                .into_iter()
+                .map(|i| render.issue(&state.users, repo, i))
+                .collect(),
+        ))
+    })
+}
+
+fn matches_state(issue: &StoredIssue, filter: &str) -> bool {
+    match filter {
+        "closed" => issue.closed,
+        "all" => true,
+        _ => !issue.closed,
+    }
+}
+
+fn create_issue(call: &Call) -> ApiResult<Reply> {
+    let author = call.caller()?.to_string();
+    call.unsupported_fields(&["assignee", "assignees", "due_date", "milestone", "ref"])?;
+    let label_ids = call.ids("labels");
+    let closed = call.body["closed"].as_bool().unwrap_or(false);
+    let mut state = call.shared.state();
+    let (owner, name) = call.owner_and_name();
+    let repo = state.repo_mut(owner, name)?;
+    let new = NewIssue {
+        author: &author,
+        title: call.text("title"),
+        body: call.text("body"),
+        label_ids: &label_ids,
+        pull: None,
+        now: now(),
+    };
+    let number = repo.add_issue(new)?.number;
+    if closed {
+        repo.close(number)?;
+    }
+    let repo = state.repo(owner, name)?;
+    Ok(Reply::json(
+        201,
+        call.render().issue(&state.users, repo, repo.issue(number)?),
+    ))
+}
+
+fn issue_labels(call: &Call, repo: &Repo, issue: &StoredIssue) -> Value {
+    let render = call.render();
+    issue
+        .label_ids
+        .iter()
+        .filter_map(|id| repo.label(*id))
+        .map(|l| render.label(repo, l))
+        .collect()
+}
+
+/// `labels` holds ids or names, not both; unknown ones are dropped as Forgejo drops them.
+fn add_issue_labels(call: &Call) -> ApiResult<Reply> {
+    call.caller()?;
+    let given = call.body["labels"].as_array().cloned().unwrap_or_default();
+    let numbers = given.iter().filter(|v| v.is_number()).count();
+    let names = given.iter().filter(|v| v.is_string()).count();
+    if numbers + names != given.len() {
+        return Err(ApiError::new(400, "a label must be an integer or a string"));
+    }
+    if numbers > 0 && names > 0 {
+        return Err(ApiError::new(
+            400,
+            "labels should be an array of strings or integers",
+        ));
+    }
+    call.with_repo_mut(|repo| {
+        let ids: Vec<i64> = given
+            .iter()
+            .flat_map(|v| match v {
+                Value::String(name) => repo
+                    .labels
+                    .iter()
+                    .filter(|l| l.name == *name)
+                    .map(|l| l.id)
+                    .collect(),
+                other => other.as_i64().into_iter().collect::<Vec<_>>(),
+            })
+            .collect();
+        let number = call.index()?;
+        repo.label_issue(number, &ids)?;
+        Ok(Reply::json(
+            200,
+            issue_labels(call, repo, repo.issue(number)?),
+        ))
+    })
+}
+
+fn remove_issue_label(call: &Call) -> ApiResult<Reply> {
+    call.caller()?;
+    let id = call.param("id");
+    let id: i64 = id
+        .parse()
+        .map_err(|_| ApiError::invalid(format!("label does not exist [id: {id}]")))?;
+    call.with_repo_mut(|repo| {
+        repo.unlabel_issue(call.index()?, id)?;
+        Ok(Reply::empty())
+    })
+}
+
+fn create_comment(call: &Call) -> ApiResult<Reply> {
+    let author = call.caller()?.to_string();
+    let mut state = call.shared.state();
+    let (owner, name) = call.owner_and_name();
+    let number = call.index()?;
+    let comment = state
+        .repo_mut(owner, name)?
+        .add_comment(number, &author, call.text("body"), now())?
+        .clone();
+    let repo = state.repo(owner, name)?;
+    Ok(Reply::json(
+        201,
+        call.render()
+            .comment(&state.users, repo, repo.issue(number)?, &comment),
+    ))
+}
+
+fn list_pulls(call: &Call) -> ApiResult<Reply> {
+    call.unsupported_filters(&["sort", "milestone", "labels"])?;
+    call.with_repo(|state, repo| {
+        let filter = call.query("state").unwrap_or("open");
+        let poster = call.query("poster");
+        let mut pulls: Vec<&StoredIssue> = repo
+            .issues
+            .iter()
+            .filter(|i| i.pull.is_some() && matches_state(i, filter))
+            .filter(|i| poster.is_none_or(|p| p == i.author))
+            .collect();
+        pulls.sort_by_key(|i| std::cmp::Reverse(i.number));
+        Ok(call.page(
+            pulls
+                .into_iter()
+                .map(|p| render_pull(call, state, repo, p))
+                .collect(),
+        ))
+    })
+}
+
+fn create_pull(call: &Call) -> ApiResult<Reply> {
+    let author = call.caller()?.to_string();
+    call.unsupported_fields(&["assignee", "assignees", "due_date", "milestone"])?;
+    let label_ids = call.ids("labels");
+    let (owner, name) = call.owner_and_name();
+    let new = NewPull {
+        author: &author,
+        head: call.text("head"),
+        base: call.text("base"),
+        title: call.text("title"),
+        body: call.text("body"),
+        label_ids: &label_ids,
+    };
+    let number = call.shared.open_pull(owner, name, new)?;
+    call.with_repo(|state, repo| {
+        Ok(Reply::json(
+            201,
+            render_pull(call, state, repo, repo.pull(number)?),
+        ))
+    })
+}
+
+/// Reads the branches of a pull request from the bare repository.
+fn render_pull(call: &Call, state: &State, repo: &Repo, issue: &StoredIssue) -> Value {
+    let dir = call.shared.repo_dir(&repo.owner, &repo.name);
+    let branch = |name: &str| git::rev_parse(&dir, name).ok().flatten();
+    let git = match &issue.pull {
+        Some(pull) => {
+            let head_sha = branch(&pull.head).unwrap_or_else(|| pull.head_sha.clone());
+            let base_sha = branch(&pull.base).unwrap_or_default();
+            let merge_base = git::merge_base(&dir, &base_sha, &head_sha)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            PullGit {
+                head_sha,
+                base_sha,
+                merge_base,
+            }
+        }
+        None => PullGit {
+            head_sha: String::new(),
+            base_sha: String::new(),
+            merge_base: String::new(),
+        },
+    };
+    call.render().pull(&state.users, repo, issue, &git)
+}
+
+fn create_review(call: &Call) -> ApiResult<Reply> {
+    let author = call.caller()?.to_string();
+    let mut comments = Vec::new();
+    for comment in call.body["comments"].as_array().into_iter().flatten() {
+        let path = comment["path"].as_str().unwrap_or_default();
+        if path.is_empty() {
+            return Err(ApiError::invalid("a review comment needs a path"));
+        }
+        let line = |field: &str| comment[field].as_u64().unwrap_or(0);
+        let body = comment["body"].as_str().unwrap_or_default().to_string();
+        comments.push((
+            path.to_string(),
+            line("new_position"),
+            line("old_position"),
+            body,
+        ));
+    }
+    let (owner, name) = call.owner_and_name();
+    let number = call.index()?;
+    let commit_id = match call.text("commit_id") {
+        "" => {
+            let state = call.shared.state();
+            let repo = state.repo(owner, name)?;
+            let pull = repo.pull(number)?.pull.as_ref().expect("a pull request");
+            let dir = call.shared.repo_dir(owner, name);
+            git::rev_parse(&dir, &pull.head)
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| pull.head_sha.clone())
+        }
+        given => given.to_string(),
+    };
+    let new = NewReview {
+        author: &author,
+        event: call.text("event"),
+        body: call.text("body"),
+        commit_id,
+        comments,
+        now: now(),
+    };
+    let mut state = call.shared.state();
+    let review = state
+        .repo_mut(owner, name)?
+        .add_review(number, new)?
+        .clone();
+    let repo = state.repo(owner, name)?;
+    Ok(Reply::json(
+        200,
+        call.render()
+            .review(&state.users, repo, repo.pull(number)?, &review),
+    ))
+}
+
+fn find_review<'r>(
+    call: &Call,
+    repo: &'r Repo,
+    pull: &StoredIssue,
+) -> ApiResult<&'r crate::Review> {
+    let id = call.param("id");
+    repo.reviews_on(pull.number)
+        .find(|r| r.id.to_string() == id)
+        .ok_or_else(|| ApiError::not_found(format!("review {id} does not exist")))
+}
+
+fn error_reply(shared: &Shared, status: u16, message: &str) -> Reply {
+    Reply::json(
+        status,
+        json!({"message": message, "url": format!("{}api/swagger", shared.root_url)}),
+    )
+}
+
+fn violation(shared: &Shared, message: String) -> Reply {
+    shared.record_violation(message.clone());
+    Reply::json(500, json!({"message": format!("fake-forge: {message}")}))
+}
+
+fn send(request: Request, reply: Reply) {
+    let text = reply.body.map(|b| b.to_string()).unwrap_or_default();
+    let mut response = Response::from_string(text).with_status_code(reply.status);
+    if reply.status != 204 {
+        response.add_header(
+            Header::from_bytes("Content-Type", "application/json;charset=utf-8")
+                .expect("static header"),
+        );
+    }
+    for (name, value) in reply.headers {
+        if let Ok(header) = Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+            response.add_header(header);
+        }
+    }
+    let _ = request.respond(response);
+}
+
+/// The JSON body, `None` when there is none. Bodies that are not JSON are an error.
+fn read_body(request: &mut Request) -> Result<Option<Value>, String> {
+    let mut text = String::new();
+    request
+        .as_reader()
+        .read_to_string(&mut text)
+        .map_err(|e| format!("reading the request body: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let json_content = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Content-Type"))
+        .is_some_and(|h| h.value.as_str().starts_with("application/json"));
+    if !json_content {
+        return Err("a request body needs `Content-Type: application/json`".to_string());
+    }
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("the request body is not JSON: {e}"))
+}
+
+fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(name), decode(value))
+        })
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,221 @@
+//! Git smart HTTP at `/{owner}/{repo}.git/...`, served by `git http-backend` as a CGI program.
+//! Fetching is open to everyone; pushing needs basic auth with a user's login and token.
+use std::io::{self, BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+
+use tiny_http::{Header, Request, Response, StatusCode};
+
+use crate::auth::{authenticate, credentials};
+use crate::server::Shared;
+use crate::{Push, RefUpdate, git};
+
+/// The `owner/name` of a git smart HTTP path, if `path` is one.
+pub fn repo_of(path: &str) -> Option<(&str, &str)> {
+    let mut parts = path.trim_start_matches('/').splitn(3, '/');
+    let owner = parts.next()?;
+    let name = parts.next()?.strip_suffix(".git")?;
+    parts.next()?;
+    Some((owner, name))
+}
+
+pub fn handle(shared: &Shared, mut request: Request, owner: &str, name: &str) {
+    let url = request.url().to_string();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let pushing = path.ends_with("/git-receive-pack") || query.contains("service=git-receive-pack");
+    let user = {
+        let state = shared.state();
+        if state.repo(owner, name).is_err() {
+            let _ = request
+                .respond(Response::from_string("repository not found\n").with_status_code(404));
+            return;
+        }
+        authenticate(&state, &credentials(&request))
+    };
+    let user = match user {
+        Ok(Some(user)) => Some(user),
+        Ok(None) if !pushing => None,
+        Ok(None) | Err(_) => {
+            let challenge = Header::from_bytes("WWW-Authenticate", "Basic realm=\"fake-forge\"")
+                .expect("static header");
+            let _ = request.respond(
+                Response::from_string("authentication required\n")
+                    .with_status_code(401)
+                    .with_header(challenge),
+            );
+            return;
+        }
+    };
+    let repo_dir = shared.repo_dir(owner, name);
+    // Pushes are serialised so that comparing the refs before and after tells what one push did.
+    let _push_guard = pushing.then(|| shared.push_lock.lock().unwrap_or_else(|e| e.into_inner()));
+    let receiving = pushing && request.method().as_str() == "POST";
+    let before = receiving.then(|| git::refs(&repo_dir).unwrap_or_default());
+
+    let mut command = Command::new("git");
+    command
+        .arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_PROJECT_ROOT", &shared.repos_root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env("REQUEST_METHOD", request.method().as_str())
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(user) = &user {
+        command.env("REMOTE_USER", user);
+    }
+    for (header, variable) in [
+        ("Content-Type", "CONTENT_TYPE"),
+        ("Content-Length", "CONTENT_LENGTH"),
+        ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
+        ("Git-Protocol", "HTTP_GIT_PROTOCOL"),
+    ] {
+        if let Some(h) = request.headers().iter().find(|h| h.field.equiv(header)) {
+            command.env(variable, h.value.as_str());
+        }
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = request.respond(
+                Response::from_string(format!("cannot run git http-backend: {e}\n"))
+                    .with_status_code(500),
+            );
+            return;
+        }
+    };
+    let (mut stdin, stdout, mut stderr) = (
+        child.stdin.take().expect("piped"),
+        child.stdout.take().expect("piped"),
+        child.stderr.take().expect("piped"),
+    );
+    // Drain the CGI's output while the request body streams in, so neither side can block the other.
+    let (sender, receiver) = mpsc::channel();
+    let pump = thread::spawn(move || pump(stdout, &sender));
+    let errors = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let _ = io::copy(request.as_reader(), &mut stdin);
+    drop(stdin);
+
+    let mut output = BufReader::new(ChannelReader {
+        receiver,
+        pending: Vec::new(),
+        offset: 0,
+    });
+    let (status, headers) = read_cgi_headers(&mut output);
+    let response = Response::new(StatusCode(status), headers, output, None, None);
+    let _ = request.respond(response);
+    let _ = pump.join();
+    let exit = child.wait();
+    let stderr_text = errors.join().unwrap_or_default();
+    if !exit.as_ref().is_ok_and(|s| s.success()) {
+        eprintln!(
+            "fake-forge: git http-backend for {path} failed: {}",
+            stderr_text.trim()
+        );
+    }
+    if let (Some(before), Some(user)) = (before, user)
+        && exit.is_ok_and(|s| s.success())
+    {
+        let after = git::refs(&repo_dir).unwrap_or_default();
+        let updates = diff_refs(&before, &after);
+        shared.state().pushes.push(Push {
+            user,
+            repo: format!("{owner}/{name}"),
+            updates,
+        });
+    }
+}
+
+fn pump(mut stdout: impl Read, sender: &mpsc::Sender<Vec<u8>>) {
+    let mut buffer = [0u8; 64 * 1024];
+    loop {
+        match stdout.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if sender.send(buffer[..n].to_vec()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Reads the chunks the pump thread forwards; ends when the CGI closes its output.
+struct ChannelReader {
+    receiver: mpsc::Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+    offset: usize,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.offset == self.pending.len() {
+            match self.receiver.recv() {
+                Ok(chunk) => {
+                    self.pending = chunk;
+                    self.offset = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.pending.len() - self.offset);
+        buf[..n].copy_from_slice(&self.pending[self.offset..self.offset + n]);
+        self.offset += n;
+        Ok(n)
+    }
+}
+
+/// The CGI `Status:` and the other headers, up to the blank line.
+fn read_cgi_headers(output: &mut impl BufRead) -> (u16, Vec<Header>) {
+    let mut status = 200;
+    let mut headers = Vec::new();
+    let mut line = String::new();
+    while output.read_line(&mut line).is_ok_and(|n| n > 0) {
+        let trimmed = line.trim_end();
+        if trimmed.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = trimmed.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("Status") {
+                status = value
+                    .split(' ')
+                    .next()
+                    .and_then(|code| code.parse().ok())
+                    .unwrap_or(500);
+            } else if let Ok(header) = Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+                headers.push(header);
+            }
+        }
+        line.clear();
+    }
+    (status, headers)
+}
+
+fn diff_refs(
+    before: &std::collections::BTreeMap<String, String>,
+    after: &std::collections::BTreeMap<String, String>,
+) -> Vec<RefUpdate> {
+    let names: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| before.get(*name) != after.get(*name))
+        .map(|name| RefUpdate {
+            name: name.clone(),
+            old: before.get(name).cloned(),
+            new: after.get(name).cloned(),
+        })
+        .collect()
+}

@@ -1,0 +1,342 @@
+//! Forgejo's JSON shapes for the state's objects, with the fields a real server sends.
+use serde_json::{Value, json};
+
+use crate::state::{Repo, StoredIssue, User};
+use crate::{Comment, Label, Review, ReviewComment};
+
+/// Renders objects with URLs built from the forge's root URL (Forgejo's `ROOT_URL`).
+pub struct Render<'a> {
+    /// Ends with `/`.
+    pub root: &'a str,
+}
+
+/// Branch facts read from the bare repository for a pull request.
+pub struct PullGit {
+    pub head_sha: String,
+    pub base_sha: String,
+    pub merge_base: String,
+}
+
+impl Render<'_> {
+    pub fn user(&self, id: i64, login: &str) -> Value {
+        json!({
+            "id": id,
+            "login": login,
+            "login_name": "",
+            "source_id": 0,
+            "full_name": "",
+            "email": format!("{login}@noreply.localhost"),
+            "avatar_url": format!("{}avatars/{login}", self.root),
+            "html_url": format!("{}{login}", self.root),
+            "language": "",
+            "is_admin": false,
+            "last_login": "0001-01-01T00:00:00Z",
+            "created": "2024-01-01T00:00:00Z",
+            "restricted": false,
+            "active": true,
+            "prohibit_login": false,
+            "location": "",
+            "pronouns": "",
+            "website": "",
+            "description": "",
+            "visibility": "public",
+            "followers_count": 0,
+            "following_count": 0,
+            "starred_repos_count": 0,
+        })
+    }
+
+    /// A user the state may not know (an author whose account was seeded directly).
+    pub fn login(&self, users: &[User], login: &str) -> Value {
+        let id = users.iter().find(|u| u.login == login).map_or(-1, |u| u.id);
+        self.user(id, login)
+    }
+
+    pub fn repo(&self, users: &[User], repo: &Repo) -> Value {
+        let full_name = format!("{}/{}", repo.owner, repo.name);
+        let open = |pull: bool| {
+            repo.issues
+                .iter()
+                .filter(|i| !i.closed && i.pull.is_some() == pull)
+                .count()
+        };
+        json!({
+            "id": repo.id,
+            "owner": self.login(users, &repo.owner),
+            "name": repo.name,
+            "full_name": full_name,
+            "description": "",
+            "empty": false,
+            "private": false,
+            "fork": false,
+            "template": false,
+            "parent": null,
+            "mirror": false,
+            "size": 0,
+            "language": "",
+            "languages_url": format!("{}api/v1/repos/{full_name}/languages", self.root),
+            "html_url": format!("{}{full_name}", self.root),
+            "url": format!("{}api/v1/repos/{full_name}", self.root),
+            "link": "",
+            "ssh_url": format!("ssh://git@localhost/{full_name}.git"),
+            "clone_url": format!("{}{full_name}.git", self.root),
+            "original_url": "",
+            "website": "",
+            "stars_count": 0,
+            "forks_count": 0,
+            "watchers_count": 0,
+            "open_issues_count": open(false),
+            "open_pr_counter": open(true),
+            "release_counter": 0,
+            "default_branch": repo.default_branch,
+            "archived": false,
+            "created_at": repo.created,
+            "updated_at": repo.created,
+            "archived_at": "1970-01-01T00:00:00Z",
+            "permissions": {"admin": true, "push": true, "pull": true},
+            "has_issues": true,
+            "internal_tracker": {
+                "enable_time_tracker": false,
+                "allow_only_contributors_to_track_time": true,
+                "enable_issue_dependencies": true,
+            },
+            "has_wiki": false,
+            "globally_editable_wiki": false,
+            "has_pull_requests": true,
+            "has_projects": false,
+            "has_releases": true,
+            "has_packages": false,
+            "has_actions": false,
+            "ignore_whitespace_conflicts": false,
+            "allow_merge_commits": true,
+            "allow_rebase": true,
+            "allow_rebase_explicit": true,
+            "allow_squash_merge": true,
+            "allow_fast_forward_only_merge": true,
+            "allow_rebase_update": true,
+            "default_delete_branch_after_merge": false,
+            "default_merge_style": "merge",
+            "default_allow_maintainer_edit": false,
+            "default_update_style": "merge",
+            "avatar_url": "",
+            "internal": false,
+            "mirror_interval": "",
+            "object_format_name": "sha1",
+            "mirror_updated": "0001-01-01T00:00:00Z",
+            "repo_transfer": null,
+            "topics": null,
+            "wiki_branch": "main",
+        })
+    }
+
+    pub fn label(&self, repo: &Repo, label: &Label) -> Value {
+        json!({
+            "id": label.id,
+            "name": label.name,
+            "exclusive": false,
+            "is_archived": false,
+            "color": label.color,
+            "description": label.description,
+            "url": format!("{}api/v1/repos/{}/{}/labels/{}", self.root, repo.owner, repo.name, label.id),
+        })
+    }
+
+    fn labels_of(&self, repo: &Repo, issue: &StoredIssue) -> Value {
+        issue
+            .label_ids
+            .iter()
+            .filter_map(|id| repo.label(*id))
+            .map(|l| self.label(repo, l))
+            .collect()
+    }
+
+    fn issue_url(&self, repo: &Repo, issue: &StoredIssue) -> String {
+        let kind = if issue.pull.is_some() {
+            "pulls"
+        } else {
+            "issues"
+        };
+        format!(
+            "{}{}/{}/{kind}/{}",
+            self.root, repo.owner, repo.name, issue.number
+        )
+    }
+
+    pub fn issue(&self, users: &[User], repo: &Repo, issue: &StoredIssue) -> Value {
+        let html_url = self.issue_url(repo, issue);
+        json!({
+            "id": issue.id,
+            "url": format!("{}api/v1/repos/{}/{}/issues/{}", self.root, repo.owner, repo.name, issue.number),
+            "html_url": html_url,
+            "number": issue.number,
+            "user": self.login(users, &issue.author),
+            "original_author": "",
+            "original_author_id": 0,
+            "title": issue.title,
+            "body": issue.body,
+            "ref": "",
+            "assets": [],
+            "labels": self.labels_of(repo, issue),
+            "milestone": null,
+            "assignee": null,
+            "assignees": null,
+            "state": if issue.closed { "closed" } else { "open" },
+            "is_locked": false,
+            "comments": repo.comments_on(issue.number).count(),
+            "created_at": issue.created,
+            "updated_at": issue.created,
+            "closed_at": null,
+            "due_date": null,
+            "pull_request": issue.pull.as_ref().map(|_| json!({
+                "merged": false,
+                "merged_at": null,
+                "draft": false,
+                "html_url": html_url,
+            })),
+            "repository": {
+                "id": repo.id,
+                "name": repo.name,
+                "owner": repo.owner,
+                "full_name": format!("{}/{}", repo.owner, repo.name),
+            },
+            "pin_order": 0,
+        })
+    }
+
+    pub fn pull(&self, users: &[User], repo: &Repo, issue: &StoredIssue, git: &PullGit) -> Value {
+        let Some(pull) = &issue.pull else {
+            return self.issue(users, repo, issue);
+        };
+        let html_url = self.issue_url(repo, issue);
+        let branch = |name: &str, sha: &str| {
+            json!({
+                "label": name,
+                "ref": name,
+                "sha": sha,
+                "repo_id": repo.id,
+                "repo": self.repo(users, repo),
+            })
+        };
+        json!({
+            "id": issue.id,
+            "url": html_url,
+            "number": issue.number,
+            "user": self.login(users, &issue.author),
+            "title": issue.title,
+            "body": issue.body,
+            "labels": self.labels_of(repo, issue),
+            "milestone": null,
+            "assignee": null,
+            "assignees": null,
+            "requested_reviewers": null,
+            "requested_reviewers_teams": null,
+            "state": if issue.closed { "closed" } else { "open" },
+            "draft": false,
+            "is_locked": false,
+            "comments": repo.comments_on(issue.number).count(),
+            "review_comments": repo.reviews_on(issue.number).map(|r| r.comments.len()).sum::<usize>(),
+            "html_url": html_url,
+            "diff_url": format!("{html_url}.diff"),
+            "patch_url": format!("{html_url}.patch"),
+            "mergeable": true,
+            "merged": false,
+            "merged_at": null,
+            "merge_commit_sha": null,
+            "merged_by": null,
+            "allow_maintainer_edit": false,
+            "base": branch(&pull.base, &git.base_sha),
+            "head": branch(&pull.head, &git.head_sha),
+            "merge_base": git.merge_base,
+            "due_date": null,
+            "created_at": issue.created,
+            "updated_at": issue.created,
+            "closed_at": null,
+            "pin_order": 0,
+            "flow": 0,
+        })
+    }
+
+    pub fn comment(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        issue: &StoredIssue,
+        comment: &Comment,
+    ) -> Value {
+        let issue_url = format!(
+            "{}{}/{}/issues/{}",
+            self.root, repo.owner, repo.name, issue.number
+        );
+        let pull_url = issue
+            .pull
+            .as_ref()
+            .map_or(String::new(), |_| self.issue_url(repo, issue));
+        json!({
+            "id": comment.id,
+            "html_url": format!("{}#issuecomment-{}", self.issue_url(repo, issue), comment.id),
+            "pull_request_url": pull_url,
+            "issue_url": issue_url,
+            "user": self.login(users, &comment.author),
+            "original_author": "",
+            "original_author_id": 0,
+            "body": comment.body,
+            "assets": [],
+            "created_at": comment.created,
+            "updated_at": comment.created,
+        })
+    }
+
+    pub fn review(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        issue: &StoredIssue,
+        review: &Review,
+    ) -> Value {
+        let pull_url = self.issue_url(repo, issue);
+        json!({
+            "id": review.id,
+            "user": self.login(users, &review.author),
+            "team": null,
+            "state": review.state,
+            "body": review.body,
+            "commit_id": review.commit_id,
+            "stale": false,
+            "official": matches!(review.state.as_str(), "APPROVED" | "REQUEST_CHANGES"),
+            "dismissed": false,
+            "comments_count": review.comments.len(),
+            "submitted_at": review.submitted,
+            "updated_at": review.submitted,
+            "html_url": format!("{pull_url}#issuecomment-{}", review.id),
+            "pull_request_url": pull_url,
+        })
+    }
+
+    pub fn review_comment(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        issue: &StoredIssue,
+        review: &Review,
+        comment: &ReviewComment,
+    ) -> Value {
+        let pull_url = self.issue_url(repo, issue);
+        json!({
+            "id": comment.id,
+            "body": comment.body,
+            "user": self.login(users, &comment.author),
+            "resolver": null,
+            "pull_request_review_id": review.id,
+            "created_at": review.submitted,
+            "updated_at": review.submitted,
+            "path": comment.path,
+            "commit_id": review.commit_id,
+            "original_commit_id": review.commit_id,
+            "diff_hunk": "",
+            "position": comment.new_line,
+            "original_position": comment.old_line,
+            "html_url": format!("{pull_url}#issuecomment-{}", comment.id),
+            "pull_request_url": pull_url,
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! The HTTP server: one thread accepting requests, one thread per request.
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+
+use tiny_http::{Request, Response};
+
+use crate::state::{ApiError, ApiResult, NewIssue, PullInfo, State};
+use crate::swagger::Swagger;
+use crate::{api, git, git_http};
+
+/// What the request threads share.
+pub struct Shared {
+    state: Mutex<State>,
+    pub swagger: Swagger,
+    violations: Mutex<Vec<String>>,
+    /// `GIT_PROJECT_ROOT`: bare repositories live at `<root>/<owner>/<name>.git`.
+    pub repos_root: PathBuf,
+    /// Forgejo's `ROOT_URL`, ending with `/`.
+    pub root_url: String,
+    pub push_lock: Mutex<()>,
+}
+
+/// A pull request to open, from the API or from a test's seeding.
+pub struct NewPull<'a> {
+    pub author: &'a str,
+    pub head: &'a str,
+    pub base: &'a str,
+    pub title: &'a str,
+    pub body: &'a str,
+    pub label_ids: &'a [i64],
+}
+
+impl Shared {
+    pub fn new(swagger: Swagger, repos_root: PathBuf, root_url: String) -> Shared {
+        Shared {
+            state: Mutex::new(State::default()),
+            swagger,
+            violations: Mutex::new(Vec::new()),
+            repos_root,
+            root_url,
+            push_lock: Mutex::new(()),
+        }
+    }
+
+    /// The state, even if a request thread panicked while holding it.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn record_violation(&self, violation: String) {
+        eprintln!("fake-forge: swagger violation: {violation}");
+        self.violations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(violation);
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.violations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn repo_dir(&self, owner: &str, name: &str) -> PathBuf {
+        self.repos_root.join(owner).join(format!("{name}.git"))
+    }
+
+    /// Opens a pull request the way Forgejo does: both branches must exist in the bare repository
+    /// and differ, and an open pull request for the same head and base is a 409.
+    pub fn open_pull(&self, owner: &str, name: &str, pull: NewPull) -> ApiResult<u64> {
+        self.state().repo(owner, name)?;
+        // `owner:branch` names the head repository; only the repository itself is supported.
+        let head = match pull.head.split_once(':') {
+            Some((head_owner, branch)) if head_owner == owner => branch,
+            Some((head_owner, _)) => {
+                return Err(ApiError::not_found(format!(
+                    "head repository of {head_owner} does not exist"
+                )));
+            }
+            None => pull.head,
+        };
+        if head.is_empty() || pull.base.is_empty() {
+            return Err(ApiError::invalid("head and base are required"));
+        }
+        let dir = self.repo_dir(owner, name);
+        let sha = |branch: &str| {
+            git::rev_parse(&dir, branch)
+                .map_err(|e| ApiError::new(500, e.to_string()))?
+                .ok_or_else(|| ApiError::not_found(format!("branch {branch} does not exist")))
+        };
+        sha(pull.base)?;
+        let head_sha = sha(head)?;
+        if head == pull.base {
+            return Err(ApiError::invalid(
+                "Invalid PullRequest: There are no changes between the head and the base",
+            ));
+        }
+        let mut state = self.state();
+        let repo = state.repo_mut(owner, name)?;
+        let issue = repo.add_issue(NewIssue {
+            author: pull.author,
+            title: pull.title,
+            body: pull.body,
+            label_ids: pull.label_ids,
+            pull: Some(PullInfo {
+                head: head.to_string(),
+                base: pull.base.to_string(),
+                head_sha,
+            }),
+            now: now(),
+        })?;
+        Ok(issue.number)
+    }
+}
+
+/// Now as Forgejo writes times, to the second.
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// Accepts requests until the server is unblocked.
+pub fn serve(server: Arc<tiny_http::Server>, shared: Arc<Shared>) -> JoinHandle<()> {
+    thread::spawn(move || {
+        for request in server.incoming_requests() {
+            let shared = shared.clone();
+            thread::spawn(move || route(&shared, request));
+        }
+    })
+}
+
+fn route(shared: &Shared, request: Request) {
+    let url = request.url().to_string();
+    let path = url.split('?').next().unwrap_or_default();
+    if path == "/api/v1" || path.starts_with("/api/v1/") {
+        api::handle(shared, request);
+    } else if let Some((owner, name)) = git_http::repo_of(path) {
+        git_http::handle(shared, request, owner, name);
+    } else {
+        let _ = request.respond(Response::from_string("not found\n").with_status_code(404));
+    }
+}

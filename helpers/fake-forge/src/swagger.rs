@@ -1,0 +1,304 @@
+//! Forgejo's swagger 2.0 document as a conformance checker: route lookup, query parameter checks,
+//! and JSON Schema validation of request and response bodies.
+//!
+//! The swagger marks no property as required or nullable and allows unknown properties. To catch
+//! real mistakes the checks here are stricter: objects reject properties the swagger does not list,
+//! requests may not send `null`, and responses may send `null` for any property (Go encodes nil
+//! pointers and slices that way, and Forgejo does).
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Map, Value, json};
+
+const SWAGGER: &str = include_str!("../forgejo-swagger.json");
+
+/// One operation of the swagger: a method on a path template.
+pub struct Operation {
+    pub method: String,
+    /// The path template without the base path, like `/repos/{owner}/{repo}/issues`.
+    pub template: String,
+    segments: Vec<Segment>,
+    spec: Value,
+}
+
+enum Segment {
+    Literal(String),
+    Param(String),
+}
+
+/// A request path matched to an operation, with its path parameters.
+pub struct Matched<'a> {
+    pub operation: &'a Operation,
+    pub params: HashMap<String, String>,
+}
+
+pub struct Swagger {
+    operations: Vec<Operation>,
+    responses: Map<String, Value>,
+    request_definitions: Value,
+    response_definitions: Value,
+    validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    Request,
+    Response,
+}
+
+impl Swagger {
+    pub fn load() -> Result<Swagger> {
+        let doc: Value = serde_json::from_str(SWAGGER).context("parsing forgejo-swagger.json")?;
+        let mut operations = Vec::new();
+        for (template, item) in doc["paths"].as_object().context("swagger has no paths")? {
+            for (method, spec) in item
+                .as_object()
+                .context("swagger path item is not an object")?
+            {
+                if method == "parameters" {
+                    continue;
+                }
+                operations.push(Operation {
+                    method: method.to_uppercase(),
+                    template: template.clone(),
+                    segments: parse_template(template),
+                    spec: spec.clone(),
+                });
+            }
+        }
+        let definitions = doc["definitions"].clone();
+        Ok(Swagger {
+            operations,
+            responses: doc["responses"].as_object().cloned().unwrap_or_default(),
+            request_definitions: strict_definitions(&definitions, Direction::Request),
+            response_definitions: strict_definitions(&definitions, Direction::Response),
+            validators: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The operation for `method` on `path` (without the base path). Literal segments win over
+    /// parameters, so `/issues/pinned` is not taken for `/issues/{index}`.
+    pub fn route(&self, method: &str, path: &str) -> Option<Matched<'_>> {
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        self.operations
+            .iter()
+            .filter(|op| op.method == method && op.segments.len() == parts.len())
+            .filter_map(|op| {
+                let mut params = HashMap::new();
+                let mut literals = 0;
+                for (segment, part) in op.segments.iter().zip(&parts) {
+                    match segment {
+                        Segment::Literal(text) if text == part => literals += 1,
+                        Segment::Literal(_) => return None,
+                        Segment::Param(name) => {
+                            params.insert(name.clone(), part.to_string());
+                        }
+                    }
+                }
+                Some((
+                    literals,
+                    Matched {
+                        operation: op,
+                        params,
+                    },
+                ))
+            })
+            .max_by_key(|(literals, _)| *literals)
+            .map(|(_, matched)| matched)
+    }
+
+    /// Checks the query parameters against the operation's declared ones.
+    pub fn check_query(&self, op: &Operation, query: &[(String, String)]) -> Result<()> {
+        for (name, value) in query {
+            let declared = op
+                .parameters()
+                .find(|p| p["in"] == "query" && p["name"] == *name);
+            let Some(declared) = declared else {
+                bail!(
+                    "query parameter `{name}` is not declared for {} {}",
+                    op.method,
+                    op.template
+                );
+            };
+            let kind = match declared["type"].as_str() {
+                Some("array") => declared["items"]["type"].as_str().unwrap_or("string"),
+                other => other.unwrap_or("string"),
+            };
+            let well_typed = match kind {
+                "integer" => value.parse::<i64>().is_ok(),
+                "boolean" => value == "true" || value == "false",
+                _ => true,
+            };
+            if !well_typed {
+                bail!("query parameter `{name}={value}` is not a {kind}");
+            }
+            if let Some(allowed) = declared["enum"].as_array()
+                && !allowed.iter().any(|a| a == value)
+            {
+                bail!(
+                    "query parameter `{name}={value}` is not one of {}",
+                    Value::from(allowed.clone())
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a request body against the operation's `in: body` parameter.
+    pub fn check_request_body(&self, op: &Operation, body: Option<&Value>) -> Result<()> {
+        let declared = op.parameters().find(|p| p["in"] == "body");
+        match (declared, body) {
+            (None, None) => Ok(()),
+            (None, Some(_)) => bail!("{} {} takes no request body", op.method, op.template),
+            (Some(param), None) if param["required"] == true => {
+                bail!("{} {} requires a JSON request body", op.method, op.template)
+            }
+            (Some(_), None) => Ok(()),
+            (Some(param), Some(body)) => {
+                let key = format!("request {} {}", op.method, op.template);
+                self.validate(&key, &param["schema"], Direction::Request, body)
+                    .with_context(|| format!("request body of {} {}", op.method, op.template))
+            }
+        }
+    }
+
+    /// Checks a response status and body against the operation's declared responses. A 2xx status
+    /// must be declared; an undeclared error status must carry an `APIError`-shaped body.
+    pub fn check_response(&self, op: &Operation, status: u16, body: Option<&Value>) -> Result<()> {
+        let declared = &op.spec["responses"][status.to_string()];
+        let response = match declared.get("$ref").and_then(Value::as_str) {
+            Some(reference) => {
+                let name = reference.trim_start_matches("#/responses/");
+                self.responses
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| anyhow!("unknown response {reference}"))?
+            }
+            None if declared.is_object() => declared.clone(),
+            None if (200..300).contains(&status) => {
+                bail!(
+                    "status {status} is not declared for {} {}",
+                    op.method,
+                    op.template
+                )
+            }
+            None => json!({"schema": {"$ref": "#/definitions/APIError"}}),
+        };
+        let key = format!("response {} {} {status}", op.method, op.template);
+        match (response.get("schema"), body) {
+            (None, None) => Ok(()),
+            (None, Some(_)) => bail!(
+                "status {status} of {} {} has no body",
+                op.method,
+                op.template
+            ),
+            (Some(_), None) => bail!(
+                "status {status} of {} {} needs a body",
+                op.method,
+                op.template
+            ),
+            (Some(schema), Some(body)) => self
+                .validate(&key, schema, Direction::Response, body)
+                .with_context(|| format!("response {status} of {} {}", op.method, op.template)),
+        }
+    }
+
+    fn validate(
+        &self,
+        key: &str,
+        schema: &Value,
+        direction: Direction,
+        instance: &Value,
+    ) -> Result<()> {
+        let validator = self.validator(key, schema, direction)?;
+        let errors: Vec<String> = validator
+            .iter_errors(instance)
+            .take(5)
+            .map(|e| format!("at `{}`: {e}", e.instance_path()))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            bail!("{}", errors.join("; "))
+        }
+    }
+
+    /// Compiles each schema once; the compiled validators are shared between request threads.
+    fn validator(
+        &self,
+        key: &str,
+        schema: &Value,
+        direction: Direction,
+    ) -> Result<Arc<jsonschema::Validator>> {
+        let mut cache = self.validators.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(validator) = cache.get(key) {
+            return Ok(validator.clone());
+        }
+        let definitions = match direction {
+            Direction::Request => &self.request_definitions,
+            Direction::Response => &self.response_definitions,
+        };
+        let mut root = schema.clone();
+        root["definitions"] = definitions.clone();
+        let validator = jsonschema::draft4::options()
+            .should_validate_formats(true)
+            .build(&root)
+            .map_err(|e| anyhow!("compiling the swagger schema for {key}: {e}"))?;
+        let validator = Arc::new(validator);
+        cache.insert(key.to_string(), validator.clone());
+        Ok(validator)
+    }
+}
+
+impl Operation {
+    fn parameters(&self) -> impl Iterator<Item = &Value> {
+        self.spec["parameters"].as_array().into_iter().flatten()
+    }
+}
+
+fn parse_template(template: &str) -> Vec<Segment> {
+    template
+        .trim_matches('/')
+        .split('/')
+        .map(
+            |part| match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                Some(name) => Segment::Param(name.to_string()),
+                None => Segment::Literal(part.to_string()),
+            },
+        )
+        .collect()
+}
+
+/// Closes every object definition that lists its properties, and in responses lets each property
+/// be `null`.
+fn strict_definitions(definitions: &Value, direction: Direction) -> Value {
+    let mut out = definitions.clone();
+    if let Some(map) = out.as_object_mut() {
+        for definition in map.values_mut() {
+            close_object(definition, direction);
+        }
+    }
+    out
+}
+
+fn close_object(schema: &mut Value, direction: Direction) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for property in properties.values_mut() {
+        close_object(property, direction);
+        if let Some(items) = property.get_mut("items") {
+            close_object(items, direction);
+        }
+        if let Direction::Response = direction {
+            *property = json!({"anyOf": [property.take(), {"type": "null"}]});
+        }
+    }
+    object
+        .entry("additionalProperties")
+        .or_insert(Value::Bool(false));
+}
