@@ -93,9 +93,14 @@ impl Context {
     }
 
     /// What goes into every sandbox: the keys `.sandcastle/.env` declares (empty values filled from
-    /// the environment), the forge login for `configure-tea`, and the forge URL.
+    /// the environment), the forge login for `configure-tea`, the forge URL, and the settings that
+    /// keep Claude Code from calling anything but the Messages API (without them it looks up and
+    /// calls Anthropic's other hosts, and tries to update itself).
     pub fn sandbox_env(&self) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = Vec::new();
+        let mut env: Vec<(String, String)> = vec![
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(), "1".to_string()),
+            ("DISABLE_AUTOUPDATER".to_string(), "1".to_string()),
+        ];
         let mut set = |key: &str, value: String| {
             env.retain(|(k, _)| k != key);
             env.push((key.to_string(), value));
