@@ -25,6 +25,8 @@ pub struct Operation {
 enum Segment {
     Literal(String),
     Param(String),
+    /// Literal text and parameters in one segment, like `{index}.{diffType}`.
+    Pattern(Vec<Segment>),
 }
 
 /// A request path matched to an operation, with its path parameters.
@@ -93,6 +95,10 @@ impl Swagger {
                         Segment::Literal(_) => return None,
                         Segment::Param(name) => {
                             params.insert(name.clone(), part.to_string());
+                        }
+                        Segment::Pattern(pieces) => {
+                            params.extend(match_pattern(pieces, part)?);
+                            literals += 1;
                         }
                     }
                 }
@@ -261,13 +267,53 @@ fn parse_template(template: &str) -> Vec<Segment> {
     template
         .trim_matches('/')
         .split('/')
-        .map(
-            |part| match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-                Some(name) => Segment::Param(name.to_string()),
-                None => Segment::Literal(part.to_string()),
-            },
-        )
+        .map(parse_segment)
         .collect()
+}
+
+fn parse_segment(part: &str) -> Segment {
+    let mut pieces = Vec::new();
+    let mut rest = part;
+    while let Some(start) = rest.find('{') {
+        let Some(length) = rest[start..].find('}') else {
+            break;
+        };
+        if start > 0 {
+            pieces.push(Segment::Literal(rest[..start].to_string()));
+        }
+        pieces.push(Segment::Param(rest[start + 1..start + length].to_string()));
+        rest = &rest[start + length + 1..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Segment::Literal(rest.to_string()));
+    }
+    match pieces.len() {
+        1 => pieces.pop().expect("one piece"),
+        _ => Segment::Pattern(pieces),
+    }
+}
+
+/// Matches a mixed segment: each parameter runs up to the literal that follows it.
+fn match_pattern(pieces: &[Segment], mut part: &str) -> Option<Vec<(String, String)>> {
+    let mut params = Vec::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        match piece {
+            Segment::Literal(text) => part = part.strip_prefix(text.as_str())?,
+            Segment::Param(name) => {
+                let end = match pieces.get(i + 1) {
+                    Some(Segment::Literal(next)) => part.find(next.as_str())?,
+                    _ => part.len(),
+                };
+                if end == 0 {
+                    return None;
+                }
+                params.push((name.clone(), part[..end].to_string()));
+                part = &part[end..];
+            }
+            Segment::Pattern(_) => return None,
+        }
+    }
+    part.is_empty().then_some(params)
 }
 
 /// Closes every object definition that lists its properties, and in responses lets each property
