@@ -2,8 +2,9 @@
 //!
 //! The stream is read on a thread and handed over a channel, so the loop here can give up after
 //! `idle_timeout` without output, or `exit_grace` after the result. Giving up kills the `docker exec`
-//! client and then every process of the agent user inside the container: killing the client alone
-//! would leave Claude Code running in a container that the next iteration reuses.
+//! client; after every iteration, every process of the agent user inside the container is killed
+//! too: killing the client alone would leave Claude Code (and whatever the agent started in the
+//! background) running in a container that the next iteration reuses.
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
 use crate::stream::{Event, Usage, parse_line};
@@ -62,14 +63,13 @@ pub enum AgentEvent<'a> {
 
 /// The error `run` returns when the iteration itself failed (error result, idle timeout, crash).
 /// It keeps what the iteration cost and its session, so the caller can still count and resume them:
-/// `error.downcast_ref::<AgentFailure>()`.
+/// `error.downcast_ref::<AgentFailure>()`. The message names the transcript.
 #[derive(Debug, Clone)]
 pub struct AgentFailure {
     /// One line, redacted.
     pub message: String,
     pub usage: Usage,
     pub session: Option<SavedSession>,
-    pub transcript: PathBuf,
 }
 
 impl fmt::Display for AgentFailure {
@@ -164,8 +164,10 @@ pub fn run(
         Ending::IdleTimeout | Ending::GraceExpired => None,
     };
     if status.is_none() {
-        stop(&mut child, sandbox);
+        let _ = child.kill();
+        let _ = child.wait();
     }
+    kill_agent_processes(sandbox);
     let stderr = redact.redact(&pipes.finish());
     let session = seen
         .session_id
@@ -182,7 +184,6 @@ pub fn run(
             message,
             usage: usage.clone(),
             session: session.clone(),
-            transcript: transcript_path.clone(),
         }
         .into()
     };
@@ -374,11 +375,10 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// Kills the `docker exec` client, then every process of the agent user in the container (the
-/// container's init, `sleep infinity`, is spared: `kill -1` never signals pid 1).
-fn stop(child: &mut Child, sandbox: &Sandbox) {
-    let _ = child.kill();
-    let _ = child.wait();
+/// Kills every process of the agent user in the container: what a stopped Claude Code left
+/// running, and what the agent started in the background, so that nothing of this iteration goes on
+/// into the next. The container's init (`sleep infinity`) is spared: `kill -1` never signals pid 1.
+fn kill_agent_processes(sandbox: &Sandbox) {
     let _ = sandbox
         .exec_command(&["sh", "-c", "kill -KILL -1"])
         .stdin(Stdio::null())

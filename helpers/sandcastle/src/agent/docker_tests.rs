@@ -171,7 +171,13 @@ fn an_error_result_is_a_failure_even_with_subtype_success() {
         "{failure}"
     );
     assert!(!failure.message.contains('\n'));
-    let transcript = std::fs::read_to_string(&failure.transcript).unwrap();
+    let transcript_path = logs.path().join("implementer-3.jsonl");
+    assert!(
+        failure
+            .message
+            .ends_with(&format!("transcript: {}", transcript_path.display()))
+    );
+    let transcript = std::fs::read_to_string(transcript_path).unwrap();
     assert!(transcript.contains(r#""is_error":true"#));
 }
 
@@ -267,4 +273,46 @@ fn a_saved_session_resumes_in_a_fresh_container() {
     assert!(logs.path().join("implementer-2.jsonl").exists());
     second_box.remove().unwrap();
     assert!(run.containers().is_empty());
+}
+
+#[test]
+fn the_grace_after_the_result_is_bounded_and_nothing_is_left_running() {
+    if !docker_ready() {
+        return;
+    }
+    // Claude Code takes a moment to exit after its result: with no grace at all it is stopped,
+    // with a long one it exits by itself. Either way the background process the agent started
+    // does not outlive the iteration.
+    let model = fake(serde_json::json!([{
+        "match": "TASK-linger",
+        "turns": [
+            {"bash": "sleep 47 > /dev/null 2>&1 < /dev/null & echo started"},
+            {"text": "Done. <promise>COMPLETE</promise>"}
+        ]
+    }]));
+    let run = TestRun::new("agent-grace");
+    let dir = checkout();
+    let env = env(&model.url());
+    let sandbox = Sandbox::start(&spec(&run, "issue-5", dir.path(), &env)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    for (iteration, grace) in [(1, 0), (2, 30)] {
+        let mut agent = agent_run("Do TASK-linger.", logs.path(), iteration);
+        agent.exit_grace = Duration::from_secs(grace);
+
+        let started = Instant::now();
+        let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
+
+        assert!(outcome.completed, "grace {grace}s");
+        assert!(outcome.session.is_some(), "grace {grace}s");
+        assert!(
+            started.elapsed() < Duration::from_secs(25),
+            "grace {grace}s: {:?}",
+            started.elapsed()
+        );
+        let left = processes(&sandbox);
+        assert!(
+            !left.contains("sleep 47") && !left.contains("claude"),
+            "grace {grace}s: {left}"
+        );
+    }
 }
