@@ -316,3 +316,47 @@ fn the_grace_after_the_result_is_bounded_and_nothing_is_left_running() {
         );
     }
 }
+
+#[test]
+fn the_reviewer_prompt_brings_in_the_coding_standards_of_the_checkout() {
+    if !docker_ready() {
+        return;
+    }
+    // fake-anthropic matches the first text of the request, which is here the reminder Claude Code
+    // puts before the prompt when it has read a file named with `@`.
+    let model = fake(serde_json::json!([{
+        "match": "Called the Read tool with the following input: {\"file_path\":\"/home/agent/workspace/.sandcastle/CODING_STANDARDS.md\"}",
+        "turns": [{"text": "Reviewed. <promise>COMPLETE</promise>"}]
+    }]));
+    let run = TestRun::new("agent-review");
+    let dir = checkout();
+    let standards = dir.path().join(".sandcastle/CODING_STANDARDS.md");
+    std::fs::create_dir_all(standards.parent().unwrap()).unwrap();
+    std::fs::write(&standards, "Rule STANDARD-7: no panics on bad input.\n").unwrap();
+    let env = env(&model.url());
+    let sandbox = Sandbox::start(&spec(&run, "issue-6", dir.path(), &env)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let prompt = crate::prompts::render(
+        dir.path(),
+        "review",
+        &[
+            ("REPO", "owner/name"),
+            ("FORGE_HOST", "127.0.0.1"),
+            ("ISSUE_NUMBER", "6"),
+            ("ISSUE_TITLE", "TASK-review"),
+            ("ISSUE_BODY", "Review it."),
+            ("BRANCH", "sandcastle/issue-6"),
+            ("BASE_BRANCH", "main"),
+        ],
+    )
+    .unwrap();
+    let mut agent = agent_run(&prompt, logs.path(), 1);
+    agent.role = "reviewer";
+
+    let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
+
+    assert!(outcome.completed, "{}", outcome.result_text);
+    // Claude Code attached the file named by `@.sandcastle/CODING_STANDARDS.md` to the prompt.
+    let session = std::fs::read_to_string(outcome.session.unwrap().file).unwrap();
+    assert!(session.contains("Rule STANDARD-7"));
+}
