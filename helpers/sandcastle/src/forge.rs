@@ -1,7 +1,16 @@
 //! Forgejo REST client (API v1), blocking, over ureq. The orchestrator owns every forge mutation.
-//! OWNER: helper H5. Interface fixed; bodies to implement.
-use anyhow::Result;
-use serde::Deserialize;
+//!
+//! Forgejo facts this client relies on (see `shared/reference/README.md`): the issue list's
+//! `labels` filter silently drops unknown names (with none left it returns every issue), so the
+//! result is filtered again here; without `type` the list mixes issues and pull requests; pages
+//! hold at most 50 items and `Link` URLs may name the wrong host, so paging counts pages itself;
+//! labels are removed by numeric id only.
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
 
 /// The lifecycle labels sandcastle makes sure exist, with their colours.
 pub const LIFECYCLE_LABELS: [(&str, &str); 5] = [
@@ -11,6 +20,11 @@ pub const LIFECYCLE_LABELS: [(&str, &str); 5] = [
     ("epic", "#5319e7"),
     ("needs-info", "#d93f0b"),
 ];
+
+/// The page size asked for: Forgejo's maximum.
+const PAGE_SIZE: usize = 50;
+/// A bound on paging, against a server that never stops answering.
+const MAX_PAGES: usize = 1000;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Label {
@@ -60,32 +74,816 @@ pub struct Comment {
     pub author: String,
 }
 
-pub struct Forge {/* base url, owner, repo, token (never logged), ureq agent */}
+/// A client for one repository. The token only ever goes into the `Authorization` header.
+pub struct Forge {
+    base_url: String,
+    owner: String,
+    name: String,
+    token: String,
+    agent: ureq::Agent,
+}
+
+/// An HTTP answer: status, `X-Total-Count`, body.
+struct Reply {
+    status: u16,
+    total: Option<usize>,
+    text: String,
+}
+
+enum Method<'a> {
+    Get(&'a [(&'a str, &'a str)]),
+    Post(Value),
+    Delete,
+}
 
 impl Forge {
     /// `base_url` like `https://forge.example.dev` or `http://127.0.0.1:3000` (no trailing slash).
-    pub fn new(base_url: &str, repo: &str, token: &str) -> Forge { todo!() }
+    pub fn new(base_url: &str, repo: &str, token: &str) -> Forge {
+        let (owner, name) = repo.split_once('/').unwrap_or((repo, ""));
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(10)))
+            .timeout_global(Some(Duration::from_secs(60)))
+            .user_agent(concat!("sandcastle/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Forge {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            owner: owner.to_string(),
+            name: name.to_string(),
+            token: token.to_string(),
+            agent: config.into(),
+        }
+    }
+
     /// `GET /user`: the login the token belongs to. A rejected token gives a one-line error saying so.
-    pub fn current_user(&self) -> Result<String> { todo!() }
+    pub fn current_user(&self) -> Result<String> {
+        let user: ApiUser = self.get_json("/user")?;
+        Ok(user.login)
+    }
+
     /// `GET /repos/{o}/{r}`: the default branch.
-    pub fn default_branch(&self) -> Result<String> { todo!() }
+    pub fn default_branch(&self) -> Result<String> {
+        let repo: ApiRepo = self.get_json(&self.repo_path(""))?;
+        Ok(repo.default_branch)
+    }
+
     /// Creates the missing lifecycle labels; returns every label of the repository.
-    pub fn ensure_labels(&self) -> Result<Vec<Label>> { todo!() }
+    pub fn ensure_labels(&self) -> Result<Vec<Label>> {
+        let mut labels = self.labels()?;
+        for (name, color) in LIFECYCLE_LABELS {
+            if labels.iter().any(|l| l.name == name) {
+                continue;
+            }
+            let body = json!({"name": name, "color": color});
+            let created: Label = self.post_json(&self.repo_path("/labels"), body, 201)?;
+            labels.push(created);
+        }
+        Ok(labels)
+    }
+
     /// Every label of the repository (all pages).
-    pub fn labels(&self) -> Result<Vec<Label>> { todo!() }
+    pub fn labels(&self) -> Result<Vec<Label>> {
+        self.get_all(&self.repo_path("/labels"), &[])
+    }
+
     /// Open issues (not pulls) that have ALL of `labels` (all pages).
-    pub fn open_issues(&self, labels: &[&str]) -> Result<Vec<Issue>> { todo!() }
-    pub fn issue(&self, number: u64) -> Result<Issue> { todo!() }
+    pub fn open_issues(&self, labels: &[&str]) -> Result<Vec<Issue>> {
+        let joined = labels.join(",");
+        let mut query = vec![("state", "open"), ("type", "issues")];
+        if !labels.is_empty() {
+            query.push(("labels", joined.as_str()));
+        }
+        let issues: Vec<ApiIssue> = self.get_all(&self.repo_path("/issues"), &query)?;
+        Ok(issues
+            .into_iter()
+            .filter(|i| i.pull_request.is_none())
+            .map(Issue::from)
+            // The server ignores label names it does not know; a missing label matches nothing.
+            .filter(|i| {
+                labels
+                    .iter()
+                    .all(|wanted| i.labels.iter().any(|l| l == wanted))
+            })
+            .collect())
+    }
+
+    pub fn issue(&self, number: u64) -> Result<Issue> {
+        let issue: ApiIssue = self.get_json(&self.repo_path(&format!("/issues/{number}")))?;
+        if issue.pull_request.is_some() {
+            bail!(
+                "#{number} in {}/{} is a pull request, not an issue",
+                self.owner,
+                self.name
+            );
+        }
+        Ok(issue.into())
+    }
+
     /// Open pull requests (all pages).
-    pub fn open_pulls(&self) -> Result<Vec<Pull>> { todo!() }
+    pub fn open_pulls(&self) -> Result<Vec<Pull>> {
+        let pulls: Vec<ApiPull> = self.get_all(&self.repo_path("/pulls"), &[("state", "open")])?;
+        Ok(pulls.into_iter().map(Pull::from).collect())
+    }
+
     /// Creates a pull request, or returns the open one whose head is `branch` (never a duplicate).
-    pub fn open_pull(&self, branch: &str, base: &str, title: &str, body: &str) -> Result<Pull> { todo!() }
+    pub fn open_pull(&self, branch: &str, base: &str, title: &str, body: &str) -> Result<Pull> {
+        match self.open_pull_from(branch)? {
+            Some(existing) => Ok(existing),
+            None => self.create_pull(branch, base, title, body),
+        }
+    }
+
+    fn open_pull_from(&self, branch: &str) -> Result<Option<Pull>> {
+        Ok(self
+            .open_pulls()?
+            .into_iter()
+            .find(|p| p.head_branch == branch))
+    }
+
+    /// `POST /pulls`; a 409 means another one for this head and base exists (created since the
+    /// last look), so it is read back instead.
+    fn create_pull(&self, branch: &str, base: &str, title: &str, body: &str) -> Result<Pull> {
+        let path = self.repo_path("/pulls");
+        let request = json!({"head": branch, "base": base, "title": title, "body": body});
+        let reply = self.send(&path, Method::Post(request))?;
+        match reply.status {
+            201 => Ok(parse::<ApiPull>(&reply, &path)?.into()),
+            409 => self.open_pull_from(branch)?.ok_or_else(|| {
+                anyhow!("the forge says a pull request for {branch} exists (HTTP 409), but no open one has that head")
+            }),
+            _ => Err(self.failure("POST", &path, &reply)),
+        }
+    }
+
     /// Adds labels by name (looked up to ids).
-    pub fn add_labels(&self, number: u64, names: &[&str]) -> Result<()> { todo!() }
+    pub fn add_labels(&self, number: u64, names: &[&str]) -> Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let labels = self.labels()?;
+        let ids = names
+            .iter()
+            .map(|name| {
+                labels.iter().find(|l| l.name == *name).map(|l| l.id).with_context(|| {
+                    format!(
+                        "label {name:?} does not exist in {}/{}: `sandcastle run` creates the lifecycle labels",
+                        self.owner, self.name
+                    )
+                })
+            })
+            .collect::<Result<Vec<i64>>>()?;
+        let path = self.repo_path(&format!("/issues/{number}/labels"));
+        let _: Vec<Label> = self.post_json(&path, json!({"labels": ids}), 200)?;
+        Ok(())
+    }
+
     /// Removes a label by name; absent is fine.
-    pub fn remove_label(&self, number: u64, name: &str) -> Result<()> { todo!() }
-    pub fn comments(&self, number: u64) -> Result<Vec<Comment>> { todo!() }
-    pub fn comment(&self, number: u64, body: &str) -> Result<()> { todo!() }
-    pub fn reviews(&self, pull: u64) -> Result<Vec<Review>> { todo!() }
-    pub fn review_comments(&self, pull: u64, review: i64) -> Result<Vec<ReviewComment>> { todo!() }
+    pub fn remove_label(&self, number: u64, name: &str) -> Result<()> {
+        for label in self.labels()?.into_iter().filter(|l| l.name == name) {
+            let path = self.repo_path(&format!("/issues/{number}/labels/{}", label.id));
+            let reply = self.send(&path, Method::Delete)?;
+            if !matches!(reply.status, 200 | 204) {
+                return Err(self.failure("DELETE", &path, &reply));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn comments(&self, number: u64) -> Result<Vec<Comment>> {
+        let comments: Vec<ApiComment> =
+            self.get_json(&self.repo_path(&format!("/issues/{number}/comments")))?;
+        Ok(comments
+            .into_iter()
+            .map(|c| Comment {
+                id: c.id,
+                body: c.body,
+                author: login(c.user),
+            })
+            .collect())
+    }
+
+    pub fn comment(&self, number: u64, body: &str) -> Result<()> {
+        let path = self.repo_path(&format!("/issues/{number}/comments"));
+        let _: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        Ok(())
+    }
+
+    pub fn reviews(&self, pull: u64) -> Result<Vec<Review>> {
+        let reviews: Vec<ApiReview> =
+            self.get_all(&self.repo_path(&format!("/pulls/{pull}/reviews")), &[])?;
+        Ok(reviews
+            .into_iter()
+            .map(|r| Review {
+                id: r.id,
+                state: r.state,
+                body: r.body,
+                author: login(r.user),
+            })
+            .collect())
+    }
+
+    pub fn review_comments(&self, pull: u64, review: i64) -> Result<Vec<ReviewComment>> {
+        let path = self.repo_path(&format!("/pulls/{pull}/reviews/{review}/comments"));
+        let comments: Vec<ApiReviewComment> = self.get_json(&path)?;
+        Ok(comments
+            .into_iter()
+            .map(|c| ReviewComment {
+                path: c.path,
+                // `position` is the line in the new file, `original_position` in the old one; 0 is none.
+                line: [c.position, c.original_position]
+                    .into_iter()
+                    .flatten()
+                    .find(|line| *line > 0),
+                body: c.body,
+                author: login(c.user),
+            })
+            .collect())
+    }
+
+    fn repo_path(&self, rest: &str) -> String {
+        format!("/repos/{}/{}{rest}", self.owner, self.name)
+    }
+
+    fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let reply = self.send(path, Method::Get(&[]))?;
+        if reply.status != 200 {
+            return Err(self.failure("GET", path, &reply));
+        }
+        parse(&reply, path)
+    }
+
+    fn post_json<T: DeserializeOwned>(&self, path: &str, body: Value, expected: u16) -> Result<T> {
+        let reply = self.send(path, Method::Post(body))?;
+        if reply.status != expected {
+            return Err(self.failure("POST", path, &reply));
+        }
+        parse(&reply, path)
+    }
+
+    /// Every item of a paged list. Pages are counted here (never by following `Link`) until the
+    /// server's `X-Total-Count` is reached or, without it, a page comes back short.
+    fn get_all<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<Vec<T>> {
+        let limit = PAGE_SIZE.to_string();
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let page = page.to_string();
+            let mut paged = query.to_vec();
+            paged.extend([("page", page.as_str()), ("limit", limit.as_str())]);
+            let reply = self.send(path, Method::Get(&paged))?;
+            if reply.status != 200 {
+                return Err(self.failure("GET", path, &reply));
+            }
+            let items: Vec<T> = parse(&reply, path)?;
+            let count = items.len();
+            all.extend(items);
+            let done = match reply.total {
+                Some(total) => all.len() >= total || count == 0,
+                None => count < PAGE_SIZE,
+            };
+            if done {
+                return Ok(all);
+            }
+        }
+        bail!(
+            "the forge at {} kept answering GET {path} past {MAX_PAGES} pages",
+            self.base_url
+        )
+    }
+
+    /// Sends one request. Transport failures and a rejected token are errors here; other statuses
+    /// are for the caller to judge.
+    fn send(&self, path: &str, method: Method) -> Result<Reply> {
+        let url = format!("{}/api/v1{path}", self.base_url);
+        let auth = format!("token {}", self.token);
+        let result = match method {
+            Method::Get(query) => self
+                .agent
+                .get(&url)
+                .header("Authorization", &auth)
+                .query_pairs(query.iter().copied())
+                .call(),
+            Method::Post(body) => self
+                .agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .send_json(body),
+            Method::Delete => self
+                .agent
+                .delete(&url)
+                .header("Authorization", &auth)
+                .call(),
+        };
+        let mut response = result.map_err(|e| self.unreachable(&e))?;
+        let status = response.status().as_u16();
+        if matches!(status, 401 | 403) {
+            bail!(
+                "the forge rejected FORGEJO_TOKEN (HTTP {status}) at {}: check the token in .sandcastle/.env",
+                self.base_url
+            );
+        }
+        let total = response
+            .headers()
+            .get("X-Total-Count")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
+        let text = response.body_mut().read_to_string().map_err(|e| {
+            anyhow!(
+                "reading the forge's answer to {path} from {}: {e}",
+                self.base_url
+            )
+        })?;
+        Ok(Reply {
+            status,
+            total,
+            text,
+        })
+    }
+
+    fn unreachable(&self, error: &ureq::Error) -> anyhow::Error {
+        let refused = matches!(error, ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+            || matches!(error, ureq::Error::ConnectionFailed);
+        if refused {
+            anyhow!(
+                "cannot reach the forge at {}: connection refused; check forgeHost in .sandcastle/config.toml",
+                self.base_url
+            )
+        } else {
+            anyhow!(
+                "cannot reach the forge at {}: {}",
+                self.base_url,
+                one_line(&error.to_string())
+            )
+        }
+    }
+
+    /// A one-line error for an unexpected status, with the forge's own message.
+    fn failure(&self, method: &str, path: &str, reply: &Reply) -> anyhow::Error {
+        let message = serde_json::from_str::<Value>(&reply.text)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| reply.text.chars().take(200).collect());
+        anyhow!(
+            "the forge at {} answered {method} {path} with HTTP {}: {}",
+            self.base_url,
+            reply.status,
+            one_line(&message)
+        )
+    }
+}
+
+fn parse<T: DeserializeOwned>(reply: &Reply, path: &str) -> Result<T> {
+    serde_json::from_str(&reply.text)
+        .with_context(|| format!("unexpected JSON from the forge for {path}"))
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn login(user: Option<ApiUser>) -> String {
+    user.map(|u| u.login).unwrap_or_default()
+}
+
+/// Go encodes nil slices and pointers as `null`; read those as the default.
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
+    d: D,
+) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Deserialize)]
+struct ApiUser {
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct ApiRepo {
+    default_branch: String,
+}
+
+#[derive(Deserialize)]
+struct ApiIssue {
+    number: u64,
+    title: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    body: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    labels: Vec<Label>,
+    #[serde(default)]
+    pull_request: Option<Value>,
+}
+
+impl From<ApiIssue> for Issue {
+    fn from(issue: ApiIssue) -> Issue {
+        Issue {
+            number: issue.number,
+            title: issue.title,
+            body: issue.body,
+            labels: issue.labels.into_iter().map(|l| l.name).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ApiPull {
+    number: u64,
+    title: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    body: String,
+    head: ApiBranch,
+    #[serde(default, deserialize_with = "null_as_default")]
+    labels: Vec<Label>,
+}
+
+#[derive(Deserialize)]
+struct ApiBranch {
+    #[serde(rename = "ref")]
+    name: String,
+}
+
+impl From<ApiPull> for Pull {
+    fn from(pull: ApiPull) -> Pull {
+        Pull {
+            number: pull.number,
+            title: pull.title,
+            body: pull.body,
+            head_branch: pull.head.name,
+            labels: pull.labels.into_iter().map(|l| l.name).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ApiComment {
+    id: i64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    body: String,
+    #[serde(default)]
+    user: Option<ApiUser>,
+}
+
+#[derive(Deserialize)]
+struct ApiReview {
+    id: i64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    state: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    body: String,
+    #[serde(default)]
+    user: Option<ApiUser>,
+}
+
+#[derive(Deserialize)]
+struct ApiReviewComment {
+    #[serde(default, deserialize_with = "null_as_default")]
+    path: String,
+    #[serde(default)]
+    position: Option<u64>,
+    #[serde(default)]
+    original_position: Option<u64>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    body: String,
+    #[serde(default)]
+    user: Option<ApiUser>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fake_forge::FakeForge;
+
+    const REPO: &str = "alice/demo";
+
+    /// A forge with users `alice` (who the client acts as) and `bob`, and the repository.
+    fn setup() -> (FakeForge, Forge) {
+        let forge = FakeForge::start();
+        let token = forge.add_user("alice");
+        forge.add_user("bob");
+        forge.create_repo("alice", "demo", "main").unwrap();
+        let client = Forge::new(forge.url(), REPO, &token);
+        (forge, client)
+    }
+
+    fn assert_conforms(forge: &FakeForge) {
+        assert_eq!(
+            forge.schema_violations(),
+            Vec::<String>::new(),
+            "requests outside Forgejo's swagger"
+        );
+    }
+
+    fn labelled(forge: &FakeForge, labels: &[&str]) -> Vec<u64> {
+        let mut numbers = Vec::new();
+        for n in 0..3 {
+            numbers.push(
+                forge
+                    .create_issue(REPO, "bob", &format!("issue {n}"), "body", labels)
+                    .unwrap(),
+            );
+        }
+        numbers
+    }
+
+    #[test]
+    fn reads_the_user_and_the_default_branch() {
+        let forge = FakeForge::start();
+        let token = forge.add_user("alice");
+        forge.create_repo("alice", "demo", "trunk").unwrap();
+        let client = Forge::new(&format!("{}/", forge.url()), REPO, &token);
+        assert_eq!(client.current_user().unwrap(), "alice");
+        assert_eq!(client.default_branch().unwrap(), "trunk");
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn a_rejected_token_is_one_line_naming_the_forge_and_not_the_token() {
+        let (forge, _) = setup();
+        let secret = "0123456789abcdef0123456789abcdef01234567";
+        let client = Forge::new(forge.url(), REPO, secret);
+        let error = format!("{:#}", client.current_user().unwrap_err());
+        assert_eq!(
+            error,
+            format!(
+                "the forge rejected FORGEJO_TOKEN (HTTP 401) at {}: check the token in .sandcastle/.env",
+                forge.url()
+            )
+        );
+        let error = format!("{:#}", client.ensure_labels().unwrap_err());
+        assert!(
+            error.contains("HTTP 401") && !error.contains(secret),
+            "{error}"
+        );
+        assert!(forge.labels(REPO).is_empty());
+    }
+
+    #[test]
+    fn a_forge_that_is_not_running_is_one_line_naming_its_url() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let client = Forge::new(&url, REPO, "token");
+        let error = format!("{:#}", client.current_user().unwrap_err());
+        assert!(
+            error.contains(&url) && error.contains("connection refused") && !error.contains('\n'),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn ensure_labels_creates_only_the_missing_lifecycle_labels() {
+        let (forge, client) = setup();
+        forge.create_label(REPO, "in-review", "#fbca04").unwrap();
+        forge.create_label(REPO, "bug", "#ff0000").unwrap();
+        let labels = client.ensure_labels().unwrap();
+        let mut names: Vec<&str> = labels.iter().map(|l| l.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "bug",
+                "epic",
+                "in-review",
+                "needs-info",
+                "ready-for-agent",
+                "ready-for-human"
+            ]
+        );
+        assert_eq!(
+            client.ensure_labels().unwrap().len(),
+            6,
+            "a second call creates nothing"
+        );
+        assert_eq!(forge.labels(REPO).len(), 6);
+        let agent = forge
+            .labels(REPO)
+            .into_iter()
+            .find(|l| l.name == "ready-for-agent")
+            .unwrap();
+        assert_eq!(agent.color, "0e8a16");
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn open_issues_have_all_labels_span_pages_and_exclude_pulls() {
+        let (forge, client) = setup();
+        client.ensure_labels().unwrap();
+        let mut ready = Vec::new();
+        for n in 0..60 {
+            ready.push(
+                forge
+                    .create_issue(
+                        REPO,
+                        "bob",
+                        &format!("issue {n}"),
+                        "body",
+                        &["ready-for-agent"],
+                    )
+                    .unwrap(),
+            );
+        }
+        let epics = labelled(&forge, &["ready-for-agent", "epic"]);
+        forge
+            .create_issue(REPO, "bob", "unlabelled", "", &[])
+            .unwrap();
+        forge
+            .commit_file(REPO, "sandcastle/issue-1", "a.txt", "a\n", "A")
+            .unwrap();
+        forge
+            .create_pull(
+                REPO,
+                "alice",
+                "sandcastle/issue-1",
+                "main",
+                "PR",
+                &["ready-for-agent"],
+            )
+            .unwrap();
+
+        let mut found: Vec<u64> = client
+            .open_issues(&["ready-for-agent"])
+            .unwrap()
+            .iter()
+            .map(|i| i.number)
+            .collect();
+        found.sort_unstable();
+        let mut expected: Vec<u64> = ready.iter().chain(&epics).copied().collect();
+        expected.sort_unstable();
+        assert_eq!(found, expected, "every page, no pull request");
+
+        let both = client.open_issues(&["ready-for-agent", "epic"]).unwrap();
+        let mut both_numbers: Vec<u64> = both.iter().map(|i| i.number).collect();
+        both_numbers.sort_unstable();
+        assert_eq!(both_numbers, epics);
+        assert!(
+            both.iter()
+                .all(|i| i.labels.contains(&"epic".to_string()) && i.body == "body")
+        );
+        assert!(
+            client
+                .open_issues(&["ready-for-agent", "no-such-label"])
+                .unwrap()
+                .is_empty(),
+            "a label the forge does not know matches nothing, although the forge ignores it"
+        );
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn paging_never_follows_link_urls() {
+        let forge = FakeForge::start_with_root_url("http://127.0.0.1:9/");
+        let token = forge.add_user("alice");
+        forge.create_repo("alice", "demo", "main").unwrap();
+        for n in 0..120 {
+            forge
+                .create_issue(REPO, "alice", &format!("issue {n}"), "", &[])
+                .unwrap();
+        }
+        let client = Forge::new(forge.url(), REPO, &token);
+        assert_eq!(client.open_issues(&[]).unwrap().len(), 120);
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn issue_reads_one_issue_and_refuses_a_pull_request() {
+        let (forge, client) = setup();
+        client.ensure_labels().unwrap();
+        let number = forge
+            .create_issue(REPO, "bob", "Fix it", "Details", &["ready-for-agent"])
+            .unwrap();
+        let issue = client.issue(number).unwrap();
+        assert_eq!(
+            (issue.title.as_str(), issue.body.as_str()),
+            ("Fix it", "Details")
+        );
+        assert_eq!(issue.labels, ["ready-for-agent"]);
+        forge
+            .commit_file(REPO, "feature", "a.txt", "a\n", "A")
+            .unwrap();
+        let pull = forge
+            .create_pull(REPO, "alice", "feature", "main", "PR", &[])
+            .unwrap();
+        assert!(format!("{:#}", client.issue(pull).unwrap_err()).contains("is a pull request"));
+        assert!(format!("{:#}", client.issue(999).unwrap_err()).contains("HTTP 404"));
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn open_pull_reuses_the_open_pull_request_of_the_branch() {
+        let (forge, client) = setup();
+        forge
+            .commit_file(REPO, "sandcastle/issue-7", "a.txt", "a\n", "A")
+            .unwrap();
+        let first = client
+            .open_pull("sandcastle/issue-7", "main", "Issue 7", "Closes #7")
+            .unwrap();
+        assert_eq!(first.head_branch, "sandcastle/issue-7");
+        let again = client
+            .open_pull("sandcastle/issue-7", "main", "Issue 7", "Closes #7")
+            .unwrap();
+        assert_eq!(again.number, first.number);
+        // The race: the pull request appeared after the look, so the forge answers 409.
+        let raced = client
+            .create_pull("sandcastle/issue-7", "main", "Issue 7", "Closes #7")
+            .unwrap();
+        assert_eq!(raced.number, first.number);
+        let pulls = forge.pulls(REPO);
+        assert_eq!(pulls.len(), 1);
+        assert_eq!(
+            (pulls[0].body.as_str(), pulls[0].author.as_str()),
+            ("Closes #7", "alice")
+        );
+        assert_eq!(client.open_pulls().unwrap().len(), 1);
+        let missing = client
+            .open_pull("no-such-branch", "main", "x", "y")
+            .unwrap_err();
+        assert!(format!("{missing:#}").contains("HTTP 404"), "{missing:#}");
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn labels_are_added_and_removed_by_name() {
+        let (forge, client) = setup();
+        client.ensure_labels().unwrap();
+        let number = forge
+            .create_issue(REPO, "bob", "t", "", &["ready-for-agent"])
+            .unwrap();
+        client.add_labels(number, &["in-review", "epic"]).unwrap();
+        client.remove_label(number, "ready-for-agent").unwrap();
+        client.remove_label(number, "ready-for-agent").unwrap();
+        client.remove_label(number, "no-such-label").unwrap();
+        let mut labels = forge.issues(REPO)[0].labels.clone();
+        labels.sort_unstable();
+        assert_eq!(labels, ["epic", "in-review"]);
+        let unknown = client.add_labels(number, &["no-such-label"]).unwrap_err();
+        assert!(
+            format!("{unknown:#}").contains("\"no-such-label\" does not exist"),
+            "{unknown:#}"
+        );
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn comments_are_written_and_read() {
+        let (forge, client) = setup();
+        let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
+        client
+            .comment(number, "Could not finish: tests fail.")
+            .unwrap();
+        let comments = client.comments(number).unwrap();
+        assert_eq!(comments.len(), 1);
+        assert_eq!(
+            (comments[0].body.as_str(), comments[0].author.as_str()),
+            ("Could not finish: tests fail.", "alice")
+        );
+        assert_eq!(forge.comments(REPO, number)[0].id, comments[0].id);
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn reviews_and_their_inline_comments_are_read() {
+        let (forge, client) = setup();
+        forge
+            .commit_file(REPO, "sandcastle/issue-1", "src/lib.rs", "fn a() {}\n", "A")
+            .unwrap();
+        let pull = client
+            .open_pull("sandcastle/issue-1", "main", "Issue 1", "Closes #1")
+            .unwrap()
+            .number;
+        let inline = [("src/lib.rs", 1, "Name this better.")];
+        let id = forge
+            .create_review(REPO, pull, "bob", "REQUEST_CHANGES", "Needs work.", &inline)
+            .unwrap();
+        forge
+            .create_review(REPO, pull, "bob", "COMMENT", "Also a thought.", &[])
+            .unwrap();
+
+        let reviews = client.reviews(pull).unwrap();
+        assert_eq!(reviews.len(), 2);
+        assert_eq!(
+            (reviews[0].id, reviews[0].state.as_str()),
+            (id, "REQUEST_CHANGES")
+        );
+        assert_eq!(
+            (reviews[0].body.as_str(), reviews[0].author.as_str()),
+            ("Needs work.", "bob")
+        );
+        let comments = client.review_comments(pull, id).unwrap();
+        assert_eq!(comments.len(), 1);
+        assert_eq!(
+            (comments[0].path.as_str(), comments[0].line),
+            ("src/lib.rs", Some(1))
+        );
+        assert_eq!(
+            (comments[0].body.as_str(), comments[0].author.as_str()),
+            ("Name this better.", "bob")
+        );
+        assert!(
+            client.comments(pull).unwrap().is_empty(),
+            "review bodies are not comments"
+        );
+        assert_conforms(&forge);
+    }
 }
