@@ -771,6 +771,52 @@ mod tests {
         assert!(!store.exists(), "the inherited store helper was called");
     }
 
+    /// The real transport: git smart HTTP with basic auth against the fake Forgejo.
+    #[test]
+    fn pushes_over_http_authenticate_through_the_environment_and_never_leak_the_token() {
+        let forge = fake_forge::FakeForge::start();
+        let token = forge.add_user("sandcastle-bot");
+        forge.create_repo("sandcastle-bot", "demo", "main").unwrap();
+        let url = remote_url(forge.url(), "sandcastle-bot/demo");
+        let bare = forge.bare_repo_path("sandcastle-bot", "demo");
+        let tmp = tempfile::tempdir().unwrap();
+        let branch = "sandcastle/issue-9";
+        let bot = creds(&token);
+
+        let dir = prepare_checkout(&tmp.path().join("a"), &url, &bot, branch, "main").unwrap();
+        assert!(!fixture_git(&dir, &["config", "--list"]).contains(&token));
+        let pushed = commit(&dir, "over http");
+        push(&dir, &bot, branch).unwrap();
+        let pushes = forge.pushes();
+        assert_eq!(pushes.len(), 1);
+        assert_eq!(pushes[0].user, "sandcastle-bot");
+        assert_eq!(pushes[0].updates[0].name, format!("refs/heads/{branch}"));
+        assert_eq!(pushes[0].updates[0].new.as_deref(), Some(pushed.as_str()));
+
+        // Already there: no second push reaches the forge.
+        push(&dir, &bot, branch).unwrap();
+        assert_eq!(forge.push_count(), 1);
+
+        // A fresh checkout over HTTP resumes from the pushed branch.
+        let resumed = prepare_checkout(&tmp.path().join("b"), &url, &bot, branch, "main").unwrap();
+        assert_eq!(head(&resumed).unwrap(), pushed);
+
+        // A rejected token: one line naming branch and remote, never the token.
+        commit(&dir, "refused");
+        let wrong = creds("wrong-token-0123456789");
+        let err = push(&dir, &wrong, branch).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("push of {branch} to {url} failed: ")),
+            "{err}"
+        );
+        assert!(err.contains("Authentication failed"), "{err}");
+        assert!(!err.contains("wrong-token-0123456789"), "{err}");
+        assert!(!err.contains('\n'), "{err:?}");
+        assert_eq!(forge.push_count(), 1);
+        let tip = fixture_git(&bare, &["rev-parse", &format!("refs/heads/{branch}")]);
+        assert_eq!(tip, pushed);
+    }
+
     fn run_with_stdin(cmd: &mut Command, input: &str) -> String {
         use std::io::Write;
         let mut child = cmd
