@@ -148,11 +148,16 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break Ending::StreamClosed,
         };
         let redacted = redact.redact(&line);
-        writeln!(transcript, "{redacted}")
-            .and_then(|()| transcript.flush())
-            .with_context(|| {
-                format!("cannot write the transcript {}", transcript_path.display())
-            })?;
+        if let Err(error) = writeln!(transcript, "{redacted}").and_then(|()| transcript.flush()) {
+            // Nothing may run unrecorded.
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_agent_processes(sandbox);
+            return Err(anyhow::anyhow!(
+                "{label}: cannot write the transcript {} ({error}); the agent was stopped",
+                transcript_path.display()
+            ));
+        }
         seen.take(parse_line(&line), redact, on_event);
         if grace_until.is_none() && (seen.result.is_some() || seen.signal_in_text) {
             grace_until = Some(Instant::now() + run.exit_grace);

@@ -53,6 +53,7 @@ fn git_log(dir: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The container's live processes, one `pid args` line each.
 fn processes(sandbox: &Sandbox) -> String {
     let out = Command::new("docker")
         .args(["top", sandbox.id(), "-o", "pid,args"])
@@ -63,7 +64,11 @@ fn processes(sandbox: &Sandbox) -> String {
         list.contains("sleep infinity"),
         "docker top lists the container's init: {list}"
     );
-    list
+    // A killed process the engine has not reaped yet is dead all the same.
+    list.lines()
+        .filter(|line| !line.ends_with("<defunct>"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -359,4 +364,39 @@ fn the_reviewer_prompt_brings_in_the_coding_standards_of_the_checkout() {
     // Claude Code attached the file named by `@.sandcastle/CODING_STANDARDS.md` to the prompt.
     let session = std::fs::read_to_string(outcome.session.unwrap().file).unwrap();
     assert!(session.contains("Rule STANDARD-7"));
+}
+
+#[test]
+fn an_unwritable_transcript_stops_the_agent() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([{
+        "match": "TASK-full",
+        "turns": [{"bash": "sleep 40"}, {"text": "<promise>COMPLETE</promise>"}]
+    }]));
+    let run = TestRun::new("agent-full");
+    let dir = checkout();
+    let env = env(&model.url());
+    let sandbox = Sandbox::start(&spec(&run, "issue-7", dir.path(), &env)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/dev/full", logs.path().join("implementer-1.jsonl")).unwrap();
+
+    let started = Instant::now();
+    let error = super::run(
+        &sandbox,
+        &agent_run("Do TASK-full.", logs.path(), 1),
+        &redactor(),
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+
+    assert!(
+        error.starts_with("implementer iteration 1: cannot write the transcript"),
+        "{error}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let left = processes(&sandbox);
+    assert!(!left.contains("claude"), "{left}");
 }
