@@ -787,14 +787,17 @@ mod tests {
         assert!(!fixture_git(&dir, &["config", "--list"]).contains(&token));
         let pushed = commit(&dir, "over http");
         push(&dir, &bot, branch).unwrap();
-        let pushes = forge.pushes();
+        let tip = || fixture_git(&bare, &["rev-parse", &format!("refs/heads/{branch}")]);
+        assert_eq!(tip(), pushed);
+        let pushes = recorded_pushes(&forge, 1);
         assert_eq!(pushes.len(), 1);
         assert_eq!(pushes[0].user, "sandcastle-bot");
         assert_eq!(pushes[0].updates[0].name, format!("refs/heads/{branch}"));
         assert_eq!(pushes[0].updates[0].new.as_deref(), Some(pushed.as_str()));
 
-        // Already there: no second push reaches the forge.
-        push(&dir, &bot, branch).unwrap();
+        // Already there: nothing is sent. The forge refuses this token (see below), so a push
+        // that was attempted would fail.
+        push(&dir, &creds("wrong-token-0123456789"), branch).unwrap();
         assert_eq!(forge.push_count(), 1);
 
         // A fresh checkout over HTTP resumes from the pushed branch.
@@ -813,8 +816,18 @@ mod tests {
         assert!(!err.contains("wrong-token-0123456789"), "{err}");
         assert!(!err.contains('\n'), "{err:?}");
         assert_eq!(forge.push_count(), 1);
-        let tip = fixture_git(&bare, &["rev-parse", &format!("refs/heads/{branch}")]);
-        assert_eq!(tip, pushed);
+        assert_eq!(tip(), pushed);
+    }
+
+    /// fake-forge records a push just after answering it, so the record may trail git's exit.
+    fn recorded_pushes(forge: &fake_forge::FakeForge, expected: usize) -> Vec<fake_forge::Push> {
+        for _ in 0..250 {
+            if forge.push_count() >= expected {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        forge.pushes()
     }
 
     fn run_with_stdin(cmd: &mut Command, input: &str) -> String {
