@@ -114,27 +114,63 @@ pub fn handle(shared: &Shared, mut request: Request, owner: &str, name: &str) {
         offset: 0,
     });
     let (status, headers) = read_cgi_headers(&mut output);
-    let response = Response::new(StatusCode(status), headers, output, None, None);
-    let _ = request.respond(response);
-    let _ = pump.join();
-    let exit = child.wait();
-    let stderr_text = errors.join().unwrap_or_default();
-    if !exit.as_ref().is_ok_and(|s| s.success()) {
-        eprintln!(
-            "fake-forge: git http-backend for {path} failed: {}",
-            stderr_text.trim()
-        );
+    // The push is recorded when the CGI's output ends, before the response does, so a client
+    // that sees its push succeed also finds it recorded.
+    let finish = || {
+        let _ = pump.join();
+        let exit = child.wait();
+        let stderr_text = errors.join().unwrap_or_default();
+        if !exit.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!(
+                "fake-forge: git http-backend for {path} failed: {}",
+                stderr_text.trim()
+            );
+        }
+        if let (Some(before), Some(user)) = (before, user)
+            && exit.is_ok_and(|s| s.success())
+        {
+            let updates = diff_refs(&before, &git::refs(&repo_dir).unwrap_or_default());
+            // git probes with an empty request before a large push; that changes nothing.
+            if !updates.is_empty() {
+                let repo = format!("{owner}/{name}");
+                shared.state().pushes.push(Push {
+                    user,
+                    repo,
+                    updates,
+                });
+            }
+        }
+    };
+    let body = AtEnd {
+        inner: output,
+        finish: Some(finish),
+    };
+    let _ = request.respond(Response::new(StatusCode(status), headers, body, None, None));
+}
+
+/// A reader that runs `finish` once, when `inner` ends (or when the response is abandoned).
+struct AtEnd<R, F: FnOnce()> {
+    inner: R,
+    finish: Option<F>,
+}
+
+impl<R: Read, F: FnOnce()> Read for AtEnd<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0
+            && let Some(finish) = self.finish.take()
+        {
+            finish();
+        }
+        Ok(n)
     }
-    if let (Some(before), Some(user)) = (before, user)
-        && exit.is_ok_and(|s| s.success())
-    {
-        let after = git::refs(&repo_dir).unwrap_or_default();
-        let updates = diff_refs(&before, &after);
-        shared.state().pushes.push(Push {
-            user,
-            repo: format!("{owner}/{name}"),
-            updates,
-        });
+}
+
+impl<R, F: FnOnce()> Drop for AtEnd<R, F> {
+    fn drop(&mut self) {
+        if let Some(finish) = self.finish.take() {
+            finish();
+        }
     }
 }
 

@@ -104,7 +104,7 @@ pub struct ReviewComment {
     pub author: String,
 }
 
-/// One `git push` the forge received over HTTP.
+/// One `git push` over HTTP that changed at least one ref (rejected and empty pushes change none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Push {
     /// The login that authenticated the push.

@@ -57,7 +57,7 @@ fn anyone_clones_but_only_a_user_with_a_token_pushes() {
         String::from_utf8_lossy(&accepted.stderr)
     );
     let pushes = forge.pushes();
-    assert_eq!(pushes.len(), 1);
+    assert_eq!(pushes.len(), 1, "{pushes:?}");
     assert_eq!(
         (pushes[0].user.as_str(), pushes[0].repo.as_str()),
         ("alice", "alice/demo")
@@ -146,4 +146,45 @@ fn gzip_encoded_fetch_requests_are_served() {
     );
     assert_eq!(git(&work, &["rev-parse", "origin/main"]), remote);
     assert_eq!(forge.push_count(), 0, "fetches are no pushes");
+}
+
+#[test]
+fn pushes_larger_than_gits_post_buffer_stream_in_chunks() {
+    let (forge, token) = forge();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    clone(&forge, &work);
+    // 3 MiB that do not compress, so the pack exceeds git's 1 MiB post buffer and is sent chunked.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let noise: Vec<u8> = (0..3 * 1024 * 1024)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(work.join("noise.bin"), noise).unwrap();
+    git(&work, &["add", "noise.bin"]);
+    git(&work, &["commit", "--quiet", "-m", "Noise"]);
+    let helper = credential_helper("alice");
+    let push = ["-c", helper.as_str(), "push", "origin", "main"];
+    let trace = [
+        ("FAKE_FORGE_TOKEN", token.as_str()),
+        ("GIT_TRACE_CURL", "1"),
+        ("GIT_TRACE_CURL_NO_DATA", "1"),
+    ];
+    let pushed = git_output(&work, &push, &trace);
+    let stderr = String::from_utf8_lossy(&pushed.stderr);
+    assert!(pushed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Transfer-Encoding: chunked"),
+        "the push was not chunked"
+    );
+    let bare = forge.bare_repo_path("alice", "demo");
+    assert_eq!(
+        git(&bare, &["rev-parse", "main"]),
+        git(&work, &["rev-parse", "HEAD"])
+    );
+    assert_eq!(forge.push_count(), 1);
 }
