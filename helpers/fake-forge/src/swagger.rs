@@ -348,3 +348,87 @@ fn close_object(schema: &mut Value, direction: Direction) {
         .entry("additionalProperties")
         .or_insert(Value::Bool(false));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op<'a>(swagger: &'a Swagger, method: &str, path: &str) -> Matched<'a> {
+        swagger.route(method, path).expect("a swagger operation")
+    }
+
+    #[test]
+    fn literal_segments_win_over_parameters() {
+        let swagger = Swagger::load().unwrap();
+        let pinned = op(&swagger, "GET", "/repos/o/r/issues/pinned");
+        assert_eq!(
+            pinned.operation.template,
+            "/repos/{owner}/{repo}/issues/pinned"
+        );
+        let issue = op(&swagger, "GET", "/repos/o/r/issues/7");
+        assert_eq!(
+            issue.operation.template,
+            "/repos/{owner}/{repo}/issues/{index}"
+        );
+        assert_eq!(issue.params["index"], "7");
+        let diff = op(&swagger, "GET", "/repos/o/r/pulls/7.diff");
+        assert_eq!(diff.params["diffType"], "diff");
+        assert!(swagger.route("GET", "/repos/o/r/nonsense").is_none());
+        assert!(swagger.route("PUT", "/version").is_none());
+    }
+
+    #[test]
+    fn requests_may_not_send_unknown_fields_or_nulls() {
+        let swagger = Swagger::load().unwrap();
+        let create = op(&swagger, "POST", "/repos/o/r/issues");
+        let check = |body: Value| swagger.check_request_body(create.operation, Some(&body));
+        assert!(check(json!({"title": "t", "labels": [1, 2]})).is_ok());
+        assert!(check(json!({"title": "t", "label": [1]})).is_err());
+        assert!(check(json!({"title": null})).is_err());
+        assert!(check(json!({"title": "t", "labels": ["x"]})).is_err());
+        let query = |pairs: &[(&str, &str)]| {
+            let owned: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+            swagger.check_query(op(&swagger, "GET", "/repos/o/r/issues").operation, &owned)
+        };
+        assert!(query(&[("state", "open"), ("type", "issues"), ("page", "2")]).is_ok());
+        assert!(query(&[("state", "opened")]).is_err());
+        assert!(query(&[("page", "two")]).is_err());
+        assert!(query(&[("per_page", "50")]).is_err());
+    }
+
+    #[test]
+    fn responses_may_send_nulls_but_not_unknown_fields_or_wrong_types() {
+        let swagger = Swagger::load().unwrap();
+        let get = op(&swagger, "GET", "/repos/o/r/issues/1");
+        let check =
+            |status: u16, body: Value| swagger.check_response(get.operation, status, Some(&body));
+        assert!(
+            check(
+                200,
+                json!({"number": 1, "milestone": null, "labels": [{"id": 1, "name": "x"}]})
+            )
+            .is_ok()
+        );
+        assert!(check(200, json!({"number": "1"})).is_err());
+        assert!(check(200, json!({"labels": [{"id": 1, "colour": "fff"}]})).is_err());
+        assert!(check(404, json!({"message": "no", "url": "u"})).is_ok());
+        assert!(
+            check(418, json!({"message": "no", "extra": 1})).is_err(),
+            "undeclared errors are APIError"
+        );
+        assert!(
+            check(201, json!({})).is_err(),
+            "an undeclared success status"
+        );
+        let delete = op(&swagger, "DELETE", "/repos/o/r/issues/1/labels/2");
+        assert!(swagger.check_response(delete.operation, 204, None).is_ok());
+        assert!(
+            swagger
+                .check_response(delete.operation, 204, Some(&json!({})))
+                .is_err()
+        );
+    }
+}
