@@ -49,7 +49,7 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
             // The rework lane has no review of its own: the human reviews again.
             Phase::Review | Phase::Publish => {
                 let start = state.start_commit.clone().unwrap_or_default();
-                let changes = commits_between(&checkout, &start)?;
+                let changes = git::commits_between(&checkout, &start)?;
                 git::push(&checkout, &ctx.creds, branch)?;
                 let mut body = String::from("sandcastle addressed the review.\n\n");
                 if changes.is_empty() {
@@ -103,12 +103,3 @@ fn review_text(ctx: &Context, pull: u64) -> Result<String> {
     Ok(text)
 }
 
-// TODO(lead): move into git.rs once its owner is done.
-fn commits_between(checkout: &std::path::Path, start: &str) -> Result<Vec<String>> {
-    let out = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "log", "--reverse", "--format=%s", &format!("{start}..HEAD")])
-        .current_dir(checkout)
-        .output()?;
-    anyhow::ensure!(out.status.success(), "git log failed in {}", checkout.display());
-    Ok(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect())
-}

@@ -1,6 +1,6 @@
 //! Running one role's agent in a sandbox: progress, the report, and the saved state after each
 //! iteration.
-use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, SavedSession};
+use crate::agent::{self, AgentEvent, AgentFailure, AgentOutcome, AgentRun, SavedSession};
 use crate::context::Context;
 use crate::progress::Status;
 use crate::sandbox::{Sandbox, SandboxSpec};
@@ -105,7 +105,11 @@ pub fn run_turn(ctx: &Context, sandbox: &Sandbox, work: &Work, turn: &Turn) -> R
         }
         ctx.progress.update(&status);
     });
-    let usage = outcome.as_ref().map(|o| o.usage.clone()).unwrap_or_default();
+    // A failed iteration still cost something.
+    let usage = match &outcome {
+        Ok(outcome) => outcome.usage.clone(),
+        Err(e) => e.downcast_ref::<AgentFailure>().map(|f| f.usage.clone()).unwrap_or_default(),
+    };
     ctx.report.record_iteration(work.key, turn.role, &usage, started.elapsed());
     outcome
 }
@@ -138,6 +142,9 @@ pub fn iterate(
             }
             // A failed iteration (idle timeout, crash, error result) counts; the next one starts afresh.
             Err(e) => {
+                if let Some(session) = e.downcast_ref::<AgentFailure>().and_then(|f| f.session.clone()) {
+                    state.set_session(role, session);
+                }
                 let message = ctx.redactor.redact(&format!("{e:#}"));
                 ctx.progress.note(&format!("{}: {role} iteration {iteration}/{max} failed: {message}", work.key));
                 state.last_summary = format!("iteration {iteration} failed: {message}");
