@@ -35,7 +35,11 @@ impl Settings {
         let config_path = project.join(sandcastle_config::DEFAULT_PATH);
         let config = sandcastle_config::load(&config_path)?;
         let env = EnvFile::load(&project.join(".sandcastle/.env"))?;
-        Ok(Settings { project: project.to_path_buf(), config, env })
+        Ok(Settings {
+            project: project.to_path_buf(),
+            config,
+            env,
+        })
     }
 
     /// `FORGEJO_USER` / `FORGEJO_TOKEN` from `.sandcastle/.env` or the environment.
@@ -45,7 +49,10 @@ impl Settings {
                 format!("{key} is not set: add it to .sandcastle/.env or the environment (see .sandcastle/.env.example)")
             })
         };
-        Ok(Credentials { user: get("FORGEJO_USER")?, token: get("FORGEJO_TOKEN")? })
+        Ok(Credentials {
+            user: get("FORGEJO_USER")?,
+            token: get("FORGEJO_TOKEN")?,
+        })
     }
 
     pub fn forge(&self, creds: &Credentials) -> Forge {
@@ -98,7 +105,10 @@ impl Context {
     /// calls Anthropic's other hosts, and tries to update itself).
     pub fn sandbox_env(&self) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = vec![
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(), "1".to_string()),
+            (
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(),
+                "1".to_string(),
+            ),
             ("DISABLE_AUTOUPDATER".to_string(), "1".to_string()),
         ];
         let mut set = |key: &str, value: String| {
@@ -127,7 +137,11 @@ fn run_id() -> String {
 pub fn find_project(start: &Path) -> Result<PathBuf> {
     match sandcastle_config::find(start) {
         // <project>/.sandcastle/config.toml
-        Some(path) => Ok(path.parent().and_then(Path::parent).unwrap_or(start).to_path_buf()),
+        Some(path) => Ok(path
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(start)
+            .to_path_buf()),
         None => bail!(
             "no .sandcastle/config.toml in {} or its parents: run sandcastle in a project set up with `nix flake init -t sandcastle#rust`",
             start.display()

@@ -38,7 +38,13 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    report.line("config", Ok(project.join(sandcastle_config::DEFAULT_PATH).display().to_string()));
+    report.line(
+        "config",
+        Ok(project
+            .join(sandcastle_config::DEFAULT_PATH)
+            .display()
+            .to_string()),
+    );
     let config = &settings.config;
 
     let creds = report.line(
@@ -54,14 +60,22 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     );
     let creds = creds.and(settings.credentials().ok());
 
-    if report.line("docker", sandbox::engine_answers().map(|()| "the engine answers".to_string())).is_some()
+    if report
+        .line(
+            "docker",
+            sandbox::engine_answers().map(|()| "the engine answers".to_string()),
+        )
+        .is_some()
         && report
-            .line("image", sandbox::image_exists(&config.image_name).map(|()| config.image_name.clone()))
+            .line(
+                "image",
+                sandbox::image_exists(&config.image_name).map(|()| config.image_name.clone()),
+            )
             .is_some()
     {
         report.line(
             "programs",
-            image_has_programs(&config.image_name, &IMAGE_PROGRAMS)
+            sandbox::image_has_programs(&config.image_name, &IMAGE_PROGRAMS)
                 .map(|()| format!("{} in the image", IMAGE_PROGRAMS.join(", "))),
         );
     }
@@ -72,10 +86,20 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     let forge = settings.forge(&creds);
     let reached = report.line(
         "forge",
-        forge.default_branch().map(|branch| format!("{} answers; {} has default branch {branch}", config.forge_url, config.repo)),
+        forge.default_branch().map(|branch| {
+            format!(
+                "{} answers; {} has default branch {branch}",
+                config.forge_url, config.repo
+            )
+        }),
     );
     if reached.is_some() {
-        report.line("token", forge.current_user().map(|user| format!("accepted, as {user}")));
+        report.line(
+            "token",
+            forge
+                .current_user()
+                .map(|user| format!("accepted, as {user}")),
+        );
         report.line(
             "labels",
             forge.labels().and_then(|labels| {
@@ -87,23 +111,17 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
                 if missing.is_empty() {
                     Ok("all lifecycle labels exist".to_string())
                 } else {
-                    bail!("missing {}: `sandcastle run` creates them", missing.join(", "))
+                    bail!(
+                        "missing {}: `sandcastle run` creates them",
+                        missing.join(", ")
+                    )
                 }
             }),
         );
     }
-    Ok(if report.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
-}
-
-// TODO(lead): move into sandbox.rs once its owner is done.
-fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
-    let script = programs.iter().map(|p| format!("command -v {p} >/dev/null || echo {p}")).collect::<Vec<_>>().join("; ");
-    let out = std::process::Command::new("docker")
-        .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", &script])
-        .output()?;
-    let missing = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(", ");
-    if !out.status.success() || !missing.is_empty() {
-        bail!("the image {image} lacks {missing}: rebuild it with `nix run .#sandcastleImage | docker load`");
-    }
-    Ok(())
+    Ok(if report.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

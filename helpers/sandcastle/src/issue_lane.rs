@@ -15,18 +15,31 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
     let branch = branch_for(issue.number);
     let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
         Some(state) => {
-            ctx.progress.note(&format!("{key}: resuming saved work ({:?} phase)", state.phase));
+            ctx.progress.note(&format!(
+                "{key}: resuming saved work ({:?} phase)",
+                state.phase
+            ));
             state
         }
         None => WorkState::new(&slug, &branch, &ctx.run_id),
     };
-    let checkout = git::prepare_checkout(&ctx.checkout_dir(&slug), &ctx.remote, &ctx.creds, &branch, base)?;
+    let checkout = git::prepare_checkout(
+        &ctx.checkout_dir(&slug),
+        &ctx.remote,
+        &ctx.creds,
+        &branch,
+        base,
+    )?;
     if state.start_commit.is_none() {
         state.start_commit = Some(git::head(&checkout)?);
         state.save(&ctx.state_dir())?;
     }
     let log_dir = ctx.work_log_dir(&slug);
-    let work = Work { key: &key, lane: "implement", log_dir: &log_dir };
+    let work = Work {
+        key: &key,
+        lane: "implement",
+        log_dir: &log_dir,
+    };
     let number = issue.number.to_string();
     let max = ctx.config.max_iterations.to_string();
     let vars = |iteration: &str| {
@@ -54,12 +67,22 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
             Phase::Work => {
                 let models = &ctx.config.models;
                 let prompt = |iteration: u32| render("implement", &vars(&iteration.to_string()));
-                let completed =
-                    role::iterate(ctx, sandbox.get()?, &work, &mut state, "implementer", &models.implementer, &prompt)?;
-                let made_commits = state.start_commit.as_deref() != Some(git::head(&checkout)?.as_str());
+                let completed = role::iterate(
+                    ctx,
+                    sandbox.get()?,
+                    &work,
+                    &mut state,
+                    "implementer",
+                    &models.implementer,
+                    &prompt,
+                )?;
+                let made_commits =
+                    state.start_commit.as_deref() != Some(git::head(&checkout)?.as_str());
                 state.phase = match (completed, made_commits) {
                     (true, true) => Phase::Review,
-                    (true, false) if !git::new_commits(&checkout, base)?.is_empty() => Phase::Publish,
+                    (true, false) if !git::new_commits(&checkout, base)?.is_empty() => {
+                        Phase::Publish
+                    }
                     _ => Phase::GaveUp,
                 };
                 state.save(&ctx.state_dir())?;
@@ -83,7 +106,9 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
                             state.set_session("reviewer", session);
                         }
                     }
-                    Err(e) => ctx.progress.note(&format!("{key}: the reviewer failed, publishing anyway: {e:#}")),
+                    Err(e) => ctx.progress.note(&format!(
+                        "{key}: the reviewer failed, publishing anyway: {e:#}"
+                    )),
                 }
                 state.phase = Phase::Publish;
                 state.save(&ctx.state_dir())?;
@@ -97,7 +122,10 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
             Phase::Done => return Ok(Outcome::PullRequest(state.pull.unwrap_or_default())),
             Phase::GaveUp => {
                 give_up(ctx, issue.number, &mut state)?;
-                return Ok(Outcome::GaveUp { number: issue.number, iterations: state.iterations });
+                return Ok(Outcome::GaveUp {
+                    number: issue.number,
+                    iterations: state.iterations,
+                });
             }
         }
     }
@@ -105,9 +133,20 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
 
 /// Push, open (or reuse) the pull request, and move the labels. Every step is idempotent, so a
 /// run stopped half-way publishes the same pull request again, never a second one.
-fn publish(ctx: &Context, issue: &Issue, checkout: &std::path::Path, branch: &str, base: &str, summary: &str) -> Result<u64> {
+fn publish(
+    ctx: &Context,
+    issue: &Issue,
+    checkout: &std::path::Path,
+    branch: &str,
+    base: &str,
+    summary: &str,
+) -> Result<u64> {
     git::push(checkout, &ctx.creds, branch)?;
-    let body = format!("Closes #{}\n\n{}", issue.number, ctx.redactor.redact(summary));
+    let body = format!(
+        "Closes #{}\n\n{}",
+        issue.number,
+        ctx.redactor.redact(summary)
+    );
     let pull = ctx.forge.open_pull(branch, base, &issue.title, &body)?;
     ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
     ctx.forge.add_labels(issue.number, &["in-review"])?;
@@ -120,14 +159,20 @@ fn publish(ctx: &Context, issue: &Issue, checkout: &std::path::Path, branch: &st
 pub fn give_up(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
     if !state.told_forge {
         let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
-        let posted = ctx.forge.comments(number)?.iter().any(|c| c.body.contains(&marker));
+        let posted = ctx
+            .forge
+            .comments(number)?
+            .iter()
+            .any(|c| c.author == ctx.creds.user && c.body.contains(&marker));
         if !posted {
             let body = format!(
                 "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}\n\n{marker}",
                 state.iterations,
                 ctx.redactor.redact(&state.last_summary)
             );
-            ctx.forge.comment(number, &body).context("cannot comment on the forge")?;
+            ctx.forge
+                .comment(number, &body)
+                .context("cannot comment on the forge")?;
         }
         state.told_forge = true;
         state.save(&ctx.state_dir())?;

@@ -13,7 +13,8 @@ pub struct RunLock {
 impl RunLock {
     pub fn acquire(path: &Path) -> Result<RunLock> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let mut file = OpenOptions::new()
             .read(true)
@@ -26,7 +27,11 @@ impl RunLock {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
-            let holder = if holder.is_empty() { "another process".to_string() } else { format!("process {holder}") };
+            let holder = if holder.is_empty() {
+                "another process".to_string()
+            } else {
+                format!("process {holder}")
+            };
             bail!(
                 "another sandcastle run already works on this repository ({holder} holds {}); stop it first",
                 path.display()
@@ -49,8 +54,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("logs/run.lock");
         let _held = RunLock::acquire(&path).unwrap();
-        let err = RunLock::acquire(&path).err().expect("second lock must fail").to_string();
-        assert!(err.contains(&format!("process {}", std::process::id())), "{err}");
+        let err = RunLock::acquire(&path)
+            .err()
+            .expect("second lock must fail")
+            .to_string();
+        assert!(
+            err.contains(&format!("process {}", std::process::id())),
+            "{err}"
+        );
         assert!(err.contains("run.lock"), "{err}");
     }
 

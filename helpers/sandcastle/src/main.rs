@@ -28,8 +28,10 @@ use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
-#[command(after_help = "Everything a project tunes lives in .sandcastle/config.toml; secrets in .sandcastle/.env.\n\
-Run `sandcastle doctor` first: it checks every prerequisite and says how to fix what is missing.")]
+#[command(
+    after_help = "Everything a project tunes lives in .sandcastle/config.toml; secrets in .sandcastle/.env.\n\
+Run `sandcastle doctor` first: it checks every prerequisite and says how to fix what is missing."
+)]
 struct Cli {
     /// The project directory (default: the current directory or the nearest parent with .sandcastle/config.toml).
     #[arg(short = 'C', long, global = true, value_name = "DIR")]

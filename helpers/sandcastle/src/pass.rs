@@ -29,20 +29,43 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
     let mut summary = PassSummary::default();
 
     if only_issue.is_none() {
-        let rework: Vec<Pull> =
-            pulls.iter().filter(|p| p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number)).cloned().collect();
-        run_parallel(ctx, rework, |p| format!("pr #{}", p.number), |p| rework_pull(ctx, p, &base), &mut summary);
+        let rework: Vec<Pull> = pulls
+            .iter()
+            .filter(|p| {
+                p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number)
+            })
+            .cloned()
+            .collect();
+        run_parallel(
+            ctx,
+            rework,
+            |p| format!("pr #{}", p.number),
+            |p| rework_pull(ctx, p, &base),
+            &mut summary,
+        );
     }
 
     let issues: Vec<Issue> = match only_issue {
-        Some(number) => vec![ctx.forge.issue(number).with_context(|| format!("cannot work on issue #{number}"))?],
+        Some(number) => vec![
+            ctx.forge
+                .issue(number)
+                .with_context(|| format!("cannot work on issue #{number}"))?,
+        ],
         None => {
             let candidates = planning::candidates(ctx, &pulls, skip)?;
             let plan = planning::plan(ctx, &candidates, &base)?;
-            plan.iter().filter_map(|p| candidates.iter().find(|c| c.number == p.id).cloned()).collect()
+            plan.iter()
+                .filter_map(|p| candidates.iter().find(|c| c.number == p.id).cloned())
+                .collect()
         }
     };
-    run_parallel(ctx, issues, |i| format!("issue #{}", i.number), |i| work_on_issue(ctx, i, &base), &mut summary);
+    run_parallel(
+        ctx,
+        issues,
+        |i| format!("issue #{}", i.number),
+        |i| work_on_issue(ctx, i, &base),
+        &mut summary,
+    );
     Ok(summary)
 }
 
@@ -61,7 +84,10 @@ fn run_parallel<T: Sync>(
         for _ in 0..workers {
             scope.spawn(|| {
                 loop {
-                    let Some(item) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else { break };
+                    let Some(item) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+                    else {
+                        break;
+                    };
                     let key = key(item);
                     let result = work(item);
                     let line = match &result {
@@ -70,7 +96,10 @@ fn run_parallel<T: Sync>(
                     };
                     ctx.report.set_outcome(&key, &line);
                     ctx.progress.finish(&key, &line);
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push(result);
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(result);
                 }
             });
         }

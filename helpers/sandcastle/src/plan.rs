@@ -34,20 +34,30 @@ pub fn parse(text: &str, candidates: &[u64], max: usize) -> Result<Vec<PlannedIs
     };
     let plan: Plan = serde_json::from_str(body[..end].trim())
         .map_err(|e| anyhow::anyhow!("the <plan> block is not valid plan JSON: {e}"))?;
-    if plan.issues.len() > max {
-        bail!("the plan has {} issues; at most {max} may run at once (maxConcurrency)", plan.issues.len());
-    }
     for (i, issue) in plan.issues.iter().enumerate() {
         if !candidates.contains(&issue.id) {
-            bail!("the plan names issue #{}, which is not one of the candidates {candidates:?}", issue.id);
+            bail!(
+                "the plan names issue #{}, which is not one of the candidates {candidates:?}",
+                issue.id
+            );
         }
         if plan.issues[..i].iter().any(|other| other.id == issue.id) {
             bail!("the plan names issue #{} twice", issue.id);
         }
         let expected = branch_for(issue.id);
         if issue.branch != expected {
-            bail!("the plan gives issue #{} the branch {:?}; it must be {expected:?}", issue.id, issue.branch);
+            bail!(
+                "the plan gives issue #{} the branch {:?}; it must be {expected:?}",
+                issue.id,
+                issue.branch
+            );
         }
+    }
+    if plan.issues.len() > max {
+        bail!(
+            "the plan has {} issues; at most {max} may run at once (maxConcurrency)",
+            plan.issues.len()
+        );
     }
     Ok(plan.issues)
 }
@@ -60,12 +70,23 @@ mod tests {
     fn a_valid_plan_parses() {
         let text = r#"I looked. <plan>{"issues":[{"id":3,"title":"Fix","branch":"sandcastle/issue-3"}]}</plan>"#;
         let plan = parse(text, &[3, 4], 2).unwrap();
-        assert_eq!(plan, vec![PlannedIssue { id: 3, title: "Fix".into(), branch: "sandcastle/issue-3".into() }]);
+        assert_eq!(
+            plan,
+            vec![PlannedIssue {
+                id: 3,
+                title: "Fix".into(),
+                branch: "sandcastle/issue-3".into()
+            }]
+        );
     }
 
     #[test]
     fn an_empty_plan_is_valid() {
-        assert!(parse(r#"<plan>{"issues":[]}</plan>"#, &[1], 1).unwrap().is_empty());
+        assert!(
+            parse(r#"<plan>{"issues":[]}</plan>"#, &[1], 1)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -80,9 +101,18 @@ mod tests {
             ("no block here", "no <plan>"),
             ("<plan>{\"issues\":[]}", "not closed"),
             ("<plan>{issues:[]}</plan>", "not valid plan JSON"),
-            (r#"<plan>{"issues":[],"extra":1}</plan>"#, "not valid plan JSON"),
-            (r#"<plan>{"issues":[{"id":9,"title":"a","branch":"sandcastle/issue-9"}]}</plan>"#, "not one of the candidates"),
-            (r#"<plan>{"issues":[{"id":1,"title":"a","branch":"feature/x"}]}</plan>"#, "must be \"sandcastle/issue-1\""),
+            (
+                r#"<plan>{"issues":[],"extra":1}</plan>"#,
+                "not valid plan JSON",
+            ),
+            (
+                r#"<plan>{"issues":[{"id":9,"title":"a","branch":"sandcastle/issue-9"}]}</plan>"#,
+                "not one of the candidates",
+            ),
+            (
+                r#"<plan>{"issues":[{"id":1,"title":"a","branch":"feature/x"}]}</plan>"#,
+                "must be \"sandcastle/issue-1\"",
+            ),
             (
                 r#"<plan>{"issues":[{"id":1,"title":"a","branch":"sandcastle/issue-1"},{"id":1,"title":"a","branch":"sandcastle/issue-1"}]}</plan>"#,
                 "twice",

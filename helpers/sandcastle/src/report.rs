@@ -47,7 +47,11 @@ pub struct Report {
 
 impl Report {
     pub fn new(run_id: &str) -> Report {
-        Report { run_id: run_id.to_string(), started_at: jiff::Timestamp::now(), work: Mutex::new(BTreeMap::new()) }
+        Report {
+            run_id: run_id.to_string(),
+            started_at: jiff::Timestamp::now(),
+            work: Mutex::new(BTreeMap::new()),
+        }
     }
 
     fn with_work<T>(&self, key: &str, f: impl FnOnce(&mut WorkReport) -> T) -> T {
@@ -66,7 +70,10 @@ impl Report {
     /// One agent iteration of `role` on `key`, finished or not.
     pub fn record_iteration(&self, key: &str, role: &str, usage: &Usage, took: Duration) {
         self.with_work(key, |work| {
-            for tally in [work.roles.entry(role.to_string()).or_default(), &mut work.total] {
+            for tally in [
+                work.roles.entry(role.to_string()).or_default(),
+                &mut work.total,
+            ] {
                 tally.iterations += 1;
                 tally.usage.add(usage);
                 tally.duration_seconds += took.as_secs_f64();
@@ -119,7 +126,10 @@ impl Report {
                 );
             }
             if w.roles.is_empty() {
-                out += &format!("{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n", w.key, "-", 0, 0, 0, "$0.0000", w.outcome);
+                out += &format!(
+                    "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n",
+                    w.key, "-", 0, 0, 0, "$0.0000", w.outcome
+                );
             }
         }
         let t = Self::total(&work);
@@ -160,22 +170,48 @@ mod tests {
     use super::*;
 
     fn usage(input: u64, cost: f64) -> Usage {
-        Usage { input_tokens: input, output_tokens: 1, cost_usd: cost, ..Usage::default() }
+        Usage {
+            input_tokens: input,
+            output_tokens: 1,
+            cost_usd: cost,
+            ..Usage::default()
+        }
     }
 
     #[test]
     fn sums_per_role_and_per_run() {
         let report = Report::new("r1");
-        report.record_iteration("issue #1", "implementer", &usage(100, 0.5), Duration::from_secs(2));
-        report.record_iteration("issue #1", "implementer", &usage(50, 0.25), Duration::from_secs(1));
-        report.record_iteration("issue #1", "reviewer", &usage(10, 0.125), Duration::from_secs(1));
-        report.record_iteration("issue #2", "implementer", &usage(1, 1.0), Duration::from_secs(1));
+        report.record_iteration(
+            "issue #1",
+            "implementer",
+            &usage(100, 0.5),
+            Duration::from_secs(2),
+        );
+        report.record_iteration(
+            "issue #1",
+            "implementer",
+            &usage(50, 0.25),
+            Duration::from_secs(1),
+        );
+        report.record_iteration(
+            "issue #1",
+            "reviewer",
+            &usage(10, 0.125),
+            Duration::from_secs(1),
+        );
+        report.record_iteration(
+            "issue #2",
+            "implementer",
+            &usage(1, 1.0),
+            Duration::from_secs(1),
+        );
         report.set_outcome("issue #1", "pull request #3");
         assert_eq!(report.cost("issue #1"), 0.875);
 
         let dir = tempfile::tempdir().unwrap();
         let path = report.write(dir.path()).unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(json["runId"], "r1");
         assert_eq!(json["total"]["usage"]["cost_usd"], 1.875);
         assert_eq!(json["total"]["iterations"], 4);
@@ -187,7 +223,10 @@ mod tests {
         assert_eq!(json["work"][1]["outcome"], "unfinished");
 
         let table = report.summary_table();
-        assert!(table.contains("issue #1     implementer        2"), "{table}");
+        assert!(
+            table.contains("issue #1     implementer        2"),
+            "{table}"
+        );
         assert!(table.contains("$1.8750"), "{table}");
     }
 }

@@ -17,13 +17,23 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
         Some(state) => state,
         None => WorkState::new(&slug, branch, &ctx.run_id),
     };
-    let checkout = git::prepare_checkout(&ctx.checkout_dir(&slug), &ctx.remote, &ctx.creds, branch, base)?;
+    let checkout = git::prepare_checkout(
+        &ctx.checkout_dir(&slug),
+        &ctx.remote,
+        &ctx.creds,
+        branch,
+        base,
+    )?;
     if state.start_commit.is_none() {
         state.start_commit = Some(git::head(&checkout)?);
         state.save(&ctx.state_dir())?;
     }
     let log_dir = ctx.work_log_dir(&slug);
-    let work = Work { key: &key, lane: "rework", log_dir: &log_dir };
+    let work = Work {
+        key: &key,
+        lane: "rework",
+        log_dir: &log_dir,
+    };
     let mut sandbox = LazySandbox::new(ctx, &slug, &checkout);
 
     loop {
@@ -42,8 +52,20 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
                 ];
                 let prompt = |_: u32| prompts::render(&ctx.project, "pr-fixer", &vars);
                 let model = &ctx.config.models.pr_fixer;
-                let completed = role::iterate(ctx, sandbox.get()?, &work, &mut state, "pr-fixer", model, &prompt)?;
-                state.phase = if completed { Phase::Publish } else { Phase::GaveUp };
+                let completed = role::iterate(
+                    ctx,
+                    sandbox.get()?,
+                    &work,
+                    &mut state,
+                    "pr-fixer",
+                    model,
+                    &prompt,
+                )?;
+                state.phase = if completed {
+                    Phase::Publish
+                } else {
+                    Phase::GaveUp
+                };
                 state.save(&ctx.state_dir())?;
             }
             // The rework lane has no review of its own: the human reviews again.
@@ -70,7 +92,10 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
             Phase::Done => return Ok(Outcome::Reworked),
             Phase::GaveUp => {
                 give_up(ctx, pull.number, &mut state)?;
-                return Ok(Outcome::GaveUp { number: pull.number, iterations: state.iterations });
+                return Ok(Outcome::GaveUp {
+                    number: pull.number,
+                    iterations: state.iterations,
+                });
             }
         }
     }
@@ -87,7 +112,12 @@ fn review_text(ctx: &Context, pull: u64) -> Result<String> {
         if review.body.trim().is_empty() && comments.is_empty() {
             continue;
         }
-        text += &format!("### Review by {} ({})\n\n{}\n\n", review.author, review.state, review.body.trim());
+        text += &format!(
+            "### Review by {} ({})\n\n{}\n\n",
+            review.author,
+            review.state,
+            review.body.trim()
+        );
         for comment in comments {
             let at = match comment.line {
                 Some(line) => format!("{}:{line}", comment.path),
@@ -98,8 +128,8 @@ fn review_text(ctx: &Context, pull: u64) -> Result<String> {
         text += "\n";
     }
     if text.is_empty() {
-        text = "(The reviewers left no written comments; look at the pull request with `tea`.)".to_string();
+        text = "(The reviewers left no written comments; look at the pull request with `tea`.)"
+            .to_string();
     }
     Ok(text)
 }
-

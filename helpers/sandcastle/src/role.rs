@@ -23,7 +23,12 @@ pub struct LazySandbox<'a> {
 
 impl<'a> LazySandbox<'a> {
     pub fn new(ctx: &'a Context, slug: &str, checkout: &Path) -> LazySandbox<'a> {
-        LazySandbox { ctx, slug: slug.to_string(), checkout: checkout.to_path_buf(), sandbox: None }
+        LazySandbox {
+            ctx,
+            slug: slug.to_string(),
+            checkout: checkout.to_path_buf(),
+            sandbox: None,
+        }
     }
 
     pub fn get(&mut self) -> Result<&Sandbox> {
@@ -75,7 +80,12 @@ pub struct Turn<'a> {
 }
 
 /// One agent run, shown live and tallied.
-pub fn run_turn(ctx: &Context, sandbox: &Sandbox, work: &Work, turn: &Turn) -> Result<AgentOutcome> {
+pub fn run_turn(
+    ctx: &Context,
+    sandbox: &Sandbox,
+    work: &Work,
+    turn: &Turn,
+) -> Result<AgentOutcome> {
     let mut status = Status {
         key: work.key.to_string(),
         lane: work.lane.to_string(),
@@ -108,9 +118,13 @@ pub fn run_turn(ctx: &Context, sandbox: &Sandbox, work: &Work, turn: &Turn) -> R
     // A failed iteration still cost something.
     let usage = match &outcome {
         Ok(outcome) => outcome.usage.clone(),
-        Err(e) => e.downcast_ref::<AgentFailure>().map(|f| f.usage.clone()).unwrap_or_default(),
+        Err(e) => e
+            .downcast_ref::<AgentFailure>()
+            .map(|f| f.usage.clone())
+            .unwrap_or_default(),
     };
-    ctx.report.record_iteration(work.key, turn.role, &usage, started.elapsed());
+    ctx.report
+        .record_iteration(work.key, turn.role, &usage, started.elapsed());
     outcome
 }
 
@@ -129,7 +143,14 @@ pub fn iterate(
     while state.iterations < max {
         let iteration = state.iterations + 1;
         let prompt = prompt(iteration)?;
-        let turn = Turn { role, model, prompt: &prompt, resume: None, iteration, max_iterations: max };
+        let turn = Turn {
+            role,
+            model,
+            prompt: &prompt,
+            resume: None,
+            iteration,
+            max_iterations: max,
+        };
         let outcome = run_turn(ctx, sandbox, work, &turn);
         state.iterations = iteration;
         let completed = match outcome {
@@ -138,15 +159,28 @@ pub fn iterate(
                 if let Some(session) = outcome.session {
                     state.set_session(role, session);
                 }
+                if !outcome.completed {
+                    ctx.progress.note(&format!(
+                        "{}: {role} iteration {iteration}/{max} ended without the completion signal; transcript: {}",
+                        work.key,
+                        outcome.transcript.display()
+                    ));
+                }
                 outcome.completed
             }
             // A failed iteration (idle timeout, crash, error result) counts; the next one starts afresh.
             Err(e) => {
-                if let Some(session) = e.downcast_ref::<AgentFailure>().and_then(|f| f.session.clone()) {
+                if let Some(session) = e
+                    .downcast_ref::<AgentFailure>()
+                    .and_then(|f| f.session.clone())
+                {
                     state.set_session(role, session);
                 }
                 let message = ctx.redactor.redact(&format!("{e:#}"));
-                ctx.progress.note(&format!("{}: {role} iteration {iteration}/{max} failed: {message}", work.key));
+                ctx.progress.note(&format!(
+                    "{}: {role} iteration {iteration}/{max} failed: {message}",
+                    work.key
+                ));
                 state.last_summary = format!("iteration {iteration} failed: {message}");
                 false
             }

@@ -38,7 +38,10 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
                 return Err(redact(e));
             }
             Err(e) => {
-                ctx.progress.note(&format!("pass failed: {}", ctx.redactor.redact(&format!("{e:#}"))));
+                ctx.progress.note(&format!(
+                    "pass failed: {}",
+                    ctx.redactor.redact(&format!("{e:#}"))
+                ));
                 failed = true;
                 PassSummary::default()
             }
@@ -50,12 +53,19 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
         }
         if summary.worked == 0 {
             let wait = ctx.config.poll_interval;
-            ctx.progress.note(&format!("nothing to do; next pass in {}", humantime::format_duration(wait)));
+            ctx.progress.note(&format!(
+                "nothing to do; next pass in {}",
+                humantime::format_duration(wait)
+            ));
             sleep_unless(&stopping, wait);
         }
     }
     finish(&ctx);
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Checks everything a run needs before it changes anything: Docker answers, the image exists, the
@@ -64,7 +74,10 @@ fn start(settings: Settings) -> Result<Context> {
     sandbox::engine_answers()?;
     sandbox::image_exists(&settings.config.image_name)?;
     let ctx = Context::new(settings)?;
-    let user = ctx.forge.current_user().map_err(|e| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}"))))?;
+    let user = ctx
+        .forge
+        .current_user()
+        .map_err(|e| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}"))))?;
     ctx.progress.note(&format!(
         "run {}: {} on {} as {user}, image {}",
         ctx.run_id, ctx.config.repo, ctx.config.forge_url, ctx.config.image_name
@@ -76,8 +89,12 @@ fn start(settings: Settings) -> Result<Context> {
 fn finish(ctx: &Context) {
     print!("{}", ctx.report.summary_table());
     match ctx.report.write(&ctx.logs_dir()) {
-        Ok(path) => ctx.progress.note(&format!("run report: {}", path.display())),
-        Err(e) => ctx.progress.note(&format!("cannot write the run report: {e:#}")),
+        Ok(path) => ctx
+            .progress
+            .note(&format!("run report: {}", path.display())),
+        Err(e) => ctx
+            .progress
+            .note(&format!("cannot write the run report: {e:#}")),
     }
 }
 
@@ -90,12 +107,17 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<Arc<AtomicBool>> {
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             flag.store(true, Ordering::SeqCst);
-            let name = if signal == SIGINT { "interrupt" } else { "SIGTERM" };
+            let name = if signal == SIGINT {
+                "interrupt"
+            } else {
+                "SIGTERM"
+            };
             ctx.progress.note(&format!(
                 "{name}: removing this run's containers; unfinished checkouts stay in .sandcastle/worktrees"
             ));
             if let Err(e) = sandbox::remove_run(&ctx.run_id) {
-                ctx.progress.note(&format!("could not remove every container: {e:#}"));
+                ctx.progress
+                    .note(&format!("could not remove every container: {e:#}"));
             }
             finish(&ctx);
             std::process::exit(128 + signal);
@@ -124,16 +146,24 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             println!("label {name:?} is missing: `sandcastle run` will create it");
         }
     }
-    let rework: Vec<_> = pulls.iter().filter(|p| p.labels.iter().any(|l| l == "ready-for-agent")).collect();
+    let rework: Vec<_> = pulls
+        .iter()
+        .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent"))
+        .collect();
     if rework.is_empty() {
         println!("rework: no pull request is labelled ready-for-agent");
     }
     for pull in rework {
-        println!("rework: pull request #{} {:?} on {}", pull.number, pull.title, pull.head_branch);
+        println!(
+            "rework: pull request #{} {:?} on {}",
+            pull.number, pull.title, pull.head_branch
+        );
     }
     let candidates = planning::candidates(&ctx, &pulls, &[])?;
     if candidates.is_empty() {
-        println!("plan: no open issue is labelled ready-for-agent (without epic, needs-info or an open pull request)");
+        println!(
+            "plan: no open issue is labelled ready-for-agent (without epic, needs-info or an open pull request)"
+        );
         return Ok(ExitCode::SUCCESS);
     }
     for issue in &candidates {
@@ -144,7 +174,12 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
         println!("plan: the planner chose nothing to work on now");
     }
     for issue in plan {
-        println!("plan: would work on #{} {:?} on {}", issue.id, issue.title, branch_for(issue.id));
+        println!(
+            "plan: would work on #{} {:?} on {}",
+            issue.id,
+            issue.title,
+            branch_for(issue.id)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

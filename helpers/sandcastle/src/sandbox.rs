@@ -69,6 +69,7 @@ impl Sandbox {
         Ok(sandbox)
     }
 
+    #[cfg(test)]
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -273,6 +274,38 @@ pub fn image_exists(image: &str) -> Result<()> {
     if !found {
         bail!(
             "the image {image} is not in Docker: build and load it with `nix run .#sandcastleImage | docker load`"
+        );
+    }
+    Ok(())
+}
+
+/// The image has every one of `programs` on its PATH (checked in a throwaway container without a
+/// network); the error lists the missing ones.
+pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
+    let script: Vec<String> = programs
+        .iter()
+        .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
+        .collect();
+    let out = output(
+        Command::new("docker")
+            .args([
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--entrypoint",
+                "/bin/sh",
+                image,
+                "-c",
+            ])
+            .arg(script.join("; ")),
+        "docker run",
+    )?;
+    let missing: Vec<&str> = out.split_whitespace().collect();
+    if !missing.is_empty() {
+        bail!(
+            "the image {image} lacks {}: rebuild it with `nix run .#sandcastleImage | docker load`",
+            missing.join(", ")
         );
     }
     Ok(())

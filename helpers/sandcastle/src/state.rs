@@ -70,9 +70,13 @@ impl WorkState {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let state: WorkState = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a sandcastle state file: delete it to start that work afresh", path.display())
+            format!(
+                "{} is not a sandcastle state file: delete it to start that work afresh",
+                path.display()
+            )
         })?;
-        let finished = state.phase == Phase::Done || (state.phase == Phase::GaveUp && state.told_forge);
+        let finished =
+            state.phase == Phase::Done || (state.phase == Phase::GaveUp && state.told_forge);
         Ok((!finished).then_some(state))
     }
 
@@ -84,10 +88,6 @@ impl WorkState {
         std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
             .with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
-    }
-
-    pub fn session(&self, role: &str) -> Option<&SavedSession> {
-        self.sessions.iter().find(|(r, _)| r == role).map(|(_, s)| s)
     }
 
     pub fn set_session(&mut self, role: &str, session: SavedSession) {
@@ -108,15 +108,24 @@ mod tests {
         let mut state = WorkState::new("issue-1", "sandcastle/issue-1", "a1");
         state.iterations = 2;
         state.phase = Phase::Publish;
-        state.set_session("implementer", SavedSession { session_id: "s".into(), file: "f".into() });
+        state.set_session(
+            "implementer",
+            SavedSession {
+                session_id: "s".into(),
+                file: "f".into(),
+            },
+        );
         state.save(dir.path()).unwrap();
         let back = WorkState::resume(dir.path(), "issue-1").unwrap().unwrap();
         assert_eq!((back.phase, back.iterations), (Phase::Publish, 2));
-        assert_eq!(back.session("implementer").unwrap().session_id, "s");
+        assert_eq!(back.sessions[0].1.session_id, "s");
 
         state.phase = Phase::GaveUp;
         state.save(dir.path()).unwrap();
-        assert!(WorkState::resume(dir.path(), "issue-1").unwrap().is_some(), "the forge was not told yet");
+        assert!(
+            WorkState::resume(dir.path(), "issue-1").unwrap().is_some(),
+            "the forge was not told yet"
+        );
         state.told_forge = true;
         state.save(dir.path()).unwrap();
         assert!(WorkState::resume(dir.path(), "issue-1").unwrap().is_none());
@@ -126,7 +135,9 @@ mod tests {
     fn a_corrupt_state_file_says_how_to_recover() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("issue-1.json"), "{").unwrap();
-        let err = WorkState::resume(dir.path(), "issue-1").unwrap_err().to_string();
+        let err = WorkState::resume(dir.path(), "issue-1")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("delete it"), "{err}");
     }
 }
@@ -144,7 +155,9 @@ impl std::fmt::Display for Outcome {
         match self {
             Outcome::PullRequest(n) => write!(f, "pull request #{n} ready for a human"),
             Outcome::Reworked => f.write_str("reworked; ready for a human"),
-            Outcome::GaveUp { iterations, .. } => write!(f, "not completed in {iterations} iteration(s); commented"),
+            Outcome::GaveUp { iterations, .. } => {
+                write!(f, "not completed in {iterations} iteration(s); commented")
+            }
         }
     }
 }

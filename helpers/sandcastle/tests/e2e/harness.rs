@@ -1,0 +1,343 @@
+//! A whole sandcastle set-up with real parts: the fake Forgejo (HTTP API and git smart HTTP), the
+//! scripted Messages API, the real `sandcastle` binary, a real Docker engine and the test image with
+//! the real Claude Code CLI.
+use fake_anthropic::{FakeAnthropic, Scenario};
+use fake_forge::FakeForge;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+pub const OWNER: &str = "alice";
+pub const NAME: &str = "demo";
+pub const REPO: &str = "alice/demo";
+
+/// End-to-end tests share one Docker engine and two cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn image() -> String {
+    std::env::var("SANDCASTLE_TEST_IMAGE").unwrap_or_else(|_| "sandcastle-test:latest".to_string())
+}
+
+/// `None` (with the reason printed) when the suite was told to skip Docker tests; a missing engine
+/// or image otherwise fails the test with the command that fixes it.
+pub fn docker_or_skip() -> Option<MutexGuard<'static, ()>> {
+    if std::env::var("SANDCASTLE_SKIP_DOCKER_TESTS").as_deref() == Ok("1") {
+        eprintln!("skipped: SANDCASTLE_SKIP_DOCKER_TESTS=1");
+        return None;
+    }
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ok = |args: &[&str]| {
+        Command::new("docker")
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    assert!(
+        ok(&["version"]),
+        "no Docker engine answers: run checks/docker/start-dockerd.sh"
+    );
+    assert!(
+        ok(&["image", "inspect", &image()]),
+        "no test image {}: run checks/docker/build-test-image.sh",
+        image()
+    );
+    Some(guard)
+}
+
+pub struct Harness {
+    pub forge: FakeForge,
+    pub anthropic: FakeAnthropic,
+    pub token: String,
+    pub project: tempfile::TempDir,
+    agent: ureq::Agent,
+}
+
+impl Harness {
+    /// `config` is appended to the generated `.sandcastle/config.toml` (top-level keys first).
+    pub fn new(scenario: Value, config: &str) -> Harness {
+        let forge = FakeForge::start();
+        let token = forge.add_user(OWNER);
+        forge
+            .create_repo(OWNER, NAME, "main")
+            .expect("repo created");
+        let anthropic = FakeAnthropic::start(
+            Scenario::from_json(&scenario.to_string()).expect("valid scenario"),
+        )
+        .expect("fake anthropic starts");
+        let project = tempfile::tempdir().unwrap();
+        let dir = project.path().join(".sandcastle");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            format!(
+                "repo = \"{REPO}\"\nforgeHost = \"{}\"\nimageName = \"{}\"\nidleTimeout = \"90s\"\npollInterval = \"1s\"\n{config}\n\
+                 [sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
+                forge.url(),
+                image()
+            ),
+        )
+        .unwrap();
+        let harness = Harness {
+            forge,
+            anthropic,
+            token,
+            project,
+            agent: ureq::Agent::new_with_defaults(),
+        };
+        harness.write_env(&harness.token.clone());
+        harness
+    }
+
+    /// `.sandcastle/.env` with the given forge token.
+    pub fn write_env(&self, token: &str) {
+        std::fs::write(
+            self.project.path().join(".sandcastle/.env"),
+            format!(
+                "ANTHROPIC_BASE_URL={}\nANTHROPIC_API_KEY=sk-test-e2e-secret-key\nFORGEJO_USER={OWNER}\nFORGEJO_TOKEN={token}\n",
+                self.anthropic.url()
+            ),
+        )
+        .unwrap();
+    }
+
+    pub fn project(&self) -> &Path {
+        self.project.path()
+    }
+
+    /// The `sandcastle` command in the project, with no forge or Anthropic variables inherited.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sandcastle"));
+        command.args(args).current_dir(self.project());
+        for key in [
+            "FORGEJO_TOKEN",
+            "FORGEJO_USER",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+        ] {
+            command.env_remove(key);
+        }
+        command
+    }
+
+    pub fn sandcastle(&self, args: &[&str]) -> Output {
+        let output = self.command(args).output().expect("sandcastle runs");
+        eprintln!(
+            "--- sandcastle {args:?}: {}\n--- stdout\n{}--- stderr\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    fn api(&self, method: &str, path: &str, body: Option<Value>, token: &str) -> Value {
+        let url = format!("{}/api/v1{path}", self.forge.url());
+        let auth = format!("token {token}");
+        let response = match (method, body) {
+            ("GET", _) => self.agent.get(&url).header("Authorization", &auth).call(),
+            ("POST", Some(body)) => self
+                .agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .send_json(body),
+            (method, _) => panic!("unsupported {method}"),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        if response.status() == 204 {
+            return Value::Null;
+        }
+        response.body_mut().read_json().unwrap()
+    }
+
+    pub fn get(&self, path: &str) -> Value {
+        self.api("GET", &format!("/repos/{REPO}{path}"), None, &self.token)
+    }
+
+    pub fn post(&self, path: &str, body: Value) -> Value {
+        self.api(
+            "POST",
+            &format!("/repos/{REPO}{path}"),
+            Some(body),
+            &self.token,
+        )
+    }
+
+    pub fn post_as(&self, token: &str, path: &str, body: Value) -> Value {
+        self.api("POST", &format!("/repos/{REPO}{path}"), Some(body), token)
+    }
+
+    pub fn label_id(&self, name: &str) -> i64 {
+        let labels = self.get("/labels?limit=50");
+        if let Some(label) = labels
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+        {
+            return label["id"].as_i64().unwrap();
+        }
+        self.post("/labels", json!({"name": name, "color": "#00aa00"}))["id"]
+            .as_i64()
+            .unwrap()
+    }
+
+    pub fn create_issue(&self, title: &str, body: &str, labels: &[&str]) -> u64 {
+        let ids: Vec<i64> = labels.iter().map(|l| self.label_id(l)).collect();
+        self.post(
+            "/issues",
+            json!({"title": title, "body": body, "labels": ids}),
+        )["number"]
+            .as_u64()
+            .unwrap()
+    }
+
+    pub fn labels_of(&self, number: u64) -> Vec<String> {
+        let issue = self.get(&format!("/issues/{number}"));
+        let mut names: Vec<String> = issue["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub fn comments_of(&self, number: u64) -> Vec<String> {
+        let comments = self.get(&format!("/issues/{number}/comments"));
+        comments
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["body"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    pub fn pulls(&self) -> Vec<Value> {
+        self.get("/pulls?state=all&limit=50")
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    pub fn repo_labels(&self) -> Vec<String> {
+        self.get("/labels?limit=50")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Commit subjects on a branch of the forge's bare repository, newest first; empty if no such branch.
+    pub fn remote_log(&self, branch: &str) -> Vec<String> {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.forge.bare_repo_path(OWNER, NAME))
+            .args(["log", "--format=%s", &format!("refs/heads/{branch}"), "--"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Pushes a branch with one more commit straight into the forge's bare repository.
+    pub fn push_branch(&self, branch: &str, file: &str, message: &str) {
+        let work = tempfile::tempdir().unwrap();
+        let bare = self.forge.bare_repo_path(OWNER, NAME);
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(work.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        git(&["clone", "-q", bare.to_str().unwrap(), "."]);
+        git(&["checkout", "-q", "-b", branch]);
+        std::fs::write(work.path().join(file), "draft\n").unwrap();
+        git(&["add", file]);
+        git(&[
+            "-c",
+            "user.name=Alice",
+            "-c",
+            "user.email=alice@localhost",
+            "commit",
+            "-qm",
+            message,
+        ]);
+        git(&["push", "-q", "origin", branch]);
+    }
+
+    /// Every file sandcastle wrote under `.sandcastle/logs`.
+    pub fn log_files(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out)
+                } else {
+                    out.push(path)
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(&self.project().join(".sandcastle/logs"), &mut files);
+        files
+    }
+
+    /// The run report `sandcastle run` wrote last.
+    pub fn last_report(&self) -> Value {
+        let mut reports: Vec<PathBuf> = self
+            .log_files()
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+            })
+            .collect();
+        reports.sort();
+        let path = reports.last().expect("a run report was written");
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+}
+
+impl Drop for Harness {
+    /// Every request sandcastle sent, and every answer the forge gave, matched Forgejo's swagger.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            assert_eq!(
+                self.forge.schema_violations(),
+                Vec::<String>::new(),
+                "requests off Forgejo's swagger"
+            );
+        }
+    }
+}
+
+/// Containers of any sandcastle run still present.
+pub fn sandcastle_containers() -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=sandcastle.run"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+pub fn stderr_lines(output: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
