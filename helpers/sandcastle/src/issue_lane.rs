@@ -13,27 +13,7 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
     let slug = format!("issue-{}", issue.number);
     let key = format!("issue #{}", issue.number);
     let branch = branch_for(issue.number);
-    let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
-        Some(state) => {
-            ctx.progress.note(&format!(
-                "{key}: resuming saved work ({:?} phase)",
-                state.phase
-            ));
-            state
-        }
-        None => WorkState::new(&slug, &branch, &ctx.run_id),
-    };
-    let checkout = git::prepare_checkout(
-        &ctx.checkout_dir(&slug),
-        &ctx.remote,
-        &ctx.creds,
-        &branch,
-        base,
-    )?;
-    if state.start_commit.is_none() {
-        state.start_commit = Some(git::head(&checkout)?);
-        state.save(&ctx.state_dir())?;
-    }
+    let (mut state, checkout) = role::begin(ctx, &key, &slug, &branch, base)?;
     let log_dir = ctx.work_log_dir(&slug);
     let work = Work {
         key: &key,

@@ -107,42 +107,53 @@ impl Report {
 
     /// The table printed when the run ends.
     pub fn summary_table(&self) -> String {
+        fn row(
+            work: &str,
+            role: &str,
+            iterations: &str,
+            tokens: (&str, &str),
+            cost: &str,
+            outcome: &str,
+        ) -> String {
+            let (input, output) = tokens;
+            format!("{work:<12} {role:<14} {iterations:>5} {input:>10} {output:>10} {cost:>9}  {outcome}")
+                .trim_end()
+                .to_string()
+                + "\n"
+        }
+        fn tally_row(work: &str, role: &str, t: &RoleTally, outcome: &str) -> String {
+            let (input, output) = (
+                t.usage.input_tokens.to_string(),
+                t.usage.output_tokens.to_string(),
+            );
+            let cost = format!("${:.4}", t.usage.cost_usd);
+            row(
+                work,
+                role,
+                &t.iterations.to_string(),
+                (&input, &output),
+                &cost,
+                outcome,
+            )
+        }
         let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = format!(
-            "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n",
-            "work", "role", "iter", "in tok", "out tok", "cost", "outcome"
+        let mut out = row(
+            "work",
+            "role",
+            "iter",
+            ("in tok", "out tok"),
+            "cost",
+            "outcome",
         );
         for w in work.values() {
             for (role, t) in &w.roles {
-                out += &format!(
-                    "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n",
-                    w.key,
-                    role,
-                    t.iterations,
-                    t.usage.input_tokens,
-                    t.usage.output_tokens,
-                    format!("${:.4}", t.usage.cost_usd),
-                    w.outcome
-                );
+                out += &tally_row(&w.key, role, t, &w.outcome);
             }
             if w.roles.is_empty() {
-                out += &format!(
-                    "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}  {}\n",
-                    w.key, "-", 0, 0, 0, "$0.0000", w.outcome
-                );
+                out += &tally_row(&w.key, "-", &RoleTally::default(), &w.outcome);
             }
         }
-        let t = Self::total(&work);
-        out += &format!(
-            "{:<12} {:<14} {:>5} {:>10} {:>10} {:>9}\n",
-            "total",
-            "",
-            t.iterations,
-            t.usage.input_tokens,
-            t.usage.output_tokens,
-            format!("${:.4}", t.usage.cost_usd)
-        );
-        out
+        out + &tally_row("total", "", &Self::total(&work), "")
     }
 
     /// Writes `<dir>/run-<timestamp>.json` and returns its path.

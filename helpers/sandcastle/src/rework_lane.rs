@@ -6,28 +6,14 @@ use crate::git;
 use crate::issue_lane::give_up;
 use crate::prompts;
 use crate::role::{self, LazySandbox, Work};
-use crate::state::{Outcome, Phase, WorkState};
+use crate::state::{Outcome, Phase};
 use anyhow::Result;
 
 pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
     let slug = format!("pr-{}", pull.number);
     let key = format!("pr #{}", pull.number);
     let branch = &pull.head_branch;
-    let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
-        Some(state) => state,
-        None => WorkState::new(&slug, branch, &ctx.run_id),
-    };
-    let checkout = git::prepare_checkout(
-        &ctx.checkout_dir(&slug),
-        &ctx.remote,
-        &ctx.creds,
-        branch,
-        base,
-    )?;
-    if state.start_commit.is_none() {
-        state.start_commit = Some(git::head(&checkout)?);
-        state.save(&ctx.state_dir())?;
-    }
+    let (mut state, checkout) = role::begin(ctx, &key, &slug, branch, base)?;
     let log_dir = ctx.work_log_dir(&slug);
     let work = Work {
         key: &key,

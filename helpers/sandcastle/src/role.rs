@@ -2,6 +2,7 @@
 //! iteration.
 use crate::agent::{self, AgentEvent, AgentFailure, AgentOutcome, AgentRun, SavedSession};
 use crate::context::Context;
+use crate::git;
 use crate::progress::Status;
 use crate::sandbox::{Sandbox, SandboxSpec};
 use crate::state::WorkState;
@@ -60,6 +61,34 @@ impl Drop for LazySandbox<'_> {
             let _ = sandbox.remove();
         }
     }
+}
+
+/// The saved state of unfinished work on `slug` (else a fresh one) and its checkout of `branch`;
+/// the first start records the commit the agents start from.
+pub fn begin(
+    ctx: &Context,
+    key: &str,
+    slug: &str,
+    branch: &str,
+    base: &str,
+) -> Result<(WorkState, PathBuf)> {
+    let mut state = match WorkState::resume(&ctx.state_dir(), slug)? {
+        Some(state) => {
+            ctx.progress.note(&format!(
+                "{key}: resuming saved work ({:?} phase)",
+                state.phase
+            ));
+            state
+        }
+        None => WorkState::new(slug, branch, &ctx.run_id),
+    };
+    let dir = ctx.checkout_dir(slug);
+    let checkout = git::prepare_checkout(&dir, &ctx.remote, &ctx.creds, branch, base)?;
+    if state.start_commit.is_none() {
+        state.start_commit = Some(git::head(&checkout)?);
+        state.save(&ctx.state_dir())?;
+    }
+    Ok((state, checkout))
 }
 
 /// Which piece of work, in which lane, for the progress view and the report.
