@@ -1,35 +1,39 @@
-//! `fake-anthropic SCENARIO.json [--port N]`: serve a scenario until killed.
-
+//! `fake-anthropic`: serves a scenario file as the Anthropic Messages API until killed.
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use clap::Parser;
 use fake_anthropic::{FakeAnthropic, Scenario};
 
+/// A scripted Anthropic Messages API (streamed SSE) on 127.0.0.1, for running the real Claude
+/// Code CLI without a model.
+///
+/// The scenario is a JSON list of scripts:
+///   [{"match": "The issue: #1 ", "turns": [{"bash": "git commit ...", "description": "commit"},
+///     {"text": "Done. <promise>COMPLETE</promise>"}], "repeat_last": false}]
+/// A conversation follows the first script whose `match` occurs in its first user prompt; its
+/// n-th answer is the script's n-th turn (a Bash tool call, or text that ends the turn).
+/// Requests that offer no Bash tool (Claude Code's side requests) get a short text.
+#[derive(Parser)]
+#[command(version, long_about)]
+#[command(
+    after_help = "Prints its base URL (for ANTHROPIC_BASE_URL) on stdout, then one line per request on \
+stderr (method, path, model, turn; never headers)."
+)]
+struct Args {
+    /// The scenario file (JSON).
+    #[arg(value_name = "SCENARIO.json")]
+    scenario: PathBuf,
+    /// The port on 127.0.0.1 (0: a free one, see the printed URL).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    port: u16,
+}
+
 fn main() -> anyhow::Result<()> {
-    let (scenario_path, port) = parse_args(std::env::args().skip(1))?;
-    let scenario = Scenario::from_file(&scenario_path)?;
-    let server = FakeAnthropic::start_on(port, scenario, true)?;
+    let args = Args::parse();
+    let scenario = Scenario::from_file(&args.scenario)?;
+    let server = FakeAnthropic::start_on(args.port, scenario, true)?;
     println!("{}", server.url());
     loop {
         std::thread::park();
     }
-}
-
-fn parse_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<(PathBuf, u16)> {
-    const USAGE: &str = "usage: fake-anthropic SCENARIO.json [--port N]";
-    let mut scenario = None;
-    let mut port = 0;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--port" => {
-                let value = args.next().context(USAGE)?;
-                port = value
-                    .parse()
-                    .with_context(|| format!("--port {value:?} is not a port number; {USAGE}"))?;
-            }
-            _ if scenario.is_none() && !arg.starts_with('-') => scenario = Some(PathBuf::from(arg)),
-            _ => bail!("unexpected argument {arg:?}; {USAGE}"),
-        }
-    }
-    Ok((scenario.context(USAGE)?, port))
 }

@@ -454,3 +454,104 @@ fn doctor_and_plan_change_nothing() {
     );
     assert!(!stdout.contains("wrong-token"));
 }
+
+/// An answer without a valid plan gets one correction turn in the same (resumed) session; a second
+/// invalid answer fails the pass with a clear error and changes nothing.
+#[test]
+fn the_planner_gets_one_correction_turn() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let plan = r#"<plan>{"issues":[{"id":1,"title":"Add greeting","branch":"sandcastle/issue-1"}]}</plan>"#;
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: planner", "turns": [{"text": "Issue 1 looks good."}, {"text": plan}]},
+            reviewer(),
+            {"match": "The issue: #1 ", "turns": [commit("greeting.txt", "Add greeting"), {"text": COMPLETE}]},
+        ]),
+        "",
+    );
+    h.create_issue("Add greeting", "Write greeting.txt.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let planner: Vec<usize> = h
+        .anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.prompt.contains("# Role: planner"))
+        .map(|r| r.turn)
+        .collect();
+    assert_eq!(
+        planner,
+        [0, 1],
+        "the correction continued the planner's session"
+    );
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")
+            .first()
+            .map(String::as_str),
+        Some("Add greeting")
+    );
+    assert_eq!(h.pulls().len(), 1);
+}
+
+#[test]
+fn an_invalid_plan_twice_fails_the_pass() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([{"match": "# Role: planner", "turns": [{"text": "<plan>{\"issues\": [{\"id\": 7}]}</plan>"}], "repeat_last": true}]),
+        "",
+    );
+    let issue = h.create_issue("Add greeting", "", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("sandcastle: the planner answered an invalid plan twice"),
+        "{stderr}"
+    );
+    assert!(h.pulls().is_empty());
+    assert!(h.comments_of(issue).is_empty());
+    assert_eq!(h.labels_of(issue), ["ready-for-agent"]);
+    assert!(sandcastle_containers().is_empty(), "no container left");
+}
+
+/// `--issue N` works on that issue alone: no planner, no other issue.
+#[test]
+fn run_issue_works_on_one_issue() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            reviewer(),
+            {"match": "The issue: #2 ", "turns": [commit("two.txt", "Do two"), {"text": COMPLETE}]},
+        ]),
+        "",
+    );
+    let one = h.create_issue("One", "", &["ready-for-agent"]);
+    let two = h.create_issue("Two", "", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &two.to_string()]);
+    assert!(output.status.success());
+    assert!(
+        h.anthropic.unmatched().is_empty(),
+        "no planner and no agent on issue #1"
+    );
+    assert!(
+        !h.anthropic
+            .requests()
+            .iter()
+            .any(|r| r.prompt.contains("# Role: planner"))
+    );
+    assert_eq!(h.labels_of(one), ["ready-for-agent"]);
+    assert_eq!(h.labels_of(two), ["in-review"]);
+    assert_eq!(
+        h.remote_log("sandcastle/issue-2")
+            .first()
+            .map(String::as_str),
+        Some("Do two")
+    );
+}
