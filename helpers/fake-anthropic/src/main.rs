@@ -1,5 +1,7 @@
 //! `fake-anthropic`: serves a scenario file as the Anthropic Messages API until killed.
+use std::convert::Infallible;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::Parser;
 use fake_anthropic::{FakeAnthropic, Scenario};
@@ -14,7 +16,7 @@ use fake_anthropic::{FakeAnthropic, Scenario};
 /// n-th answer is the script's n-th turn (a Bash tool call, or text that ends the turn).
 /// Requests that offer no Bash tool (Claude Code's side requests) get a short text.
 #[derive(Parser)]
-#[command(version, long_about)]
+#[command(version, long_about, verbatim_doc_comment)]
 #[command(
     after_help = "Prints its base URL (for ANTHROPIC_BASE_URL) on stdout, then one line per request on \
 stderr (method, path, model, turn; never headers)."
@@ -28,8 +30,17 @@ struct Args {
     port: u16,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+fn main() -> ExitCode {
+    match serve(Args::parse()) {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("fake-anthropic: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: Args) -> anyhow::Result<Infallible> {
     let scenario = Scenario::from_file(&args.scenario)?;
     let server = FakeAnthropic::start_on(args.port, scenario, true)?;
     println!("{}", server.url());

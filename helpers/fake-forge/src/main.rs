@@ -1,7 +1,9 @@
 //! `fake-forge`: runs the test forge for manual use and demos, with one user and one repository.
+use std::convert::Infallible;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -13,11 +15,13 @@ use clap::Parser;
 /// The repositories live in a temporary directory under $TMPDIR, removed on a clean exit.
 #[derive(Parser)]
 #[command(version, long_about)]
-#[command(after_help = "Prints `forge: URL`, `user:`, `token:` (or where it was written) and `repo:` \
+#[command(
+    after_help = "Prints `forge: URL`, `user:`, `token:` (or where it was written) and `repo:` \
 lines on stdout, then serves until killed.\n\
 Seed it through its REST API, e.g.:\n  \
 curl -H \"Authorization: token $TOKEN\" -H 'Content-Type: application/json' \\\n    \
--d '{\"title\":\"Add greeting\"}' URL/api/v1/repos/OWNER/NAME/issues")]
+-d '{\"title\":\"Add greeting\"}' URL/api/v1/repos/OWNER/NAME/issues"
+)]
 struct Args {
     /// The port on 127.0.0.1 (0: a free one, see the `forge:` line).
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -46,8 +50,17 @@ fn parse_repo(value: &str) -> Result<(String, String), String> {
     }
 }
 
-fn main() -> Result<()> {
-    let args = Args::parse();
+fn main() -> ExitCode {
+    match serve(Args::parse()) {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("fake-forge: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: Args) -> Result<Infallible> {
     let forge = fake_forge::FakeForge::try_start(args.port, None)?;
     let token = forge.add_user(&args.user);
     let (owner, name) = args

@@ -2,6 +2,7 @@
 use crate::context::Settings;
 use crate::forge::LIFECYCLE_LABELS;
 use crate::sandbox;
+use crate::secrets::EnvFile;
 use anyhow::{Result, bail};
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,6 +15,25 @@ struct Report {
 }
 
 impl Report {
+    /// Reports `result` and keeps its value.
+    fn keep<T>(
+        &mut self,
+        what: &str,
+        result: Result<T>,
+        detail: impl FnOnce(&T) -> String,
+    ) -> Option<T> {
+        match result {
+            Ok(value) => {
+                self.line(what, Ok(detail(&value)));
+                Some(value)
+            }
+            Err(e) => {
+                self.line(what, Err(e));
+                None
+            }
+        }
+    }
+
     fn line(&mut self, what: &str, result: Result<String>) -> Option<String> {
         match result {
             Ok(detail) => {
@@ -31,24 +51,26 @@ impl Report {
 
 pub fn doctor(project: &Path) -> Result<ExitCode> {
     let mut report = Report { failed: false };
-    let settings = match Settings::load(project) {
-        Ok(settings) => settings,
-        Err(e) => {
-            report.line("config", Err(e));
-            return Ok(ExitCode::FAILURE);
-        }
+    let config_path = project.join(sandcastle_config::DEFAULT_PATH);
+    let config = sandcastle_config::load(&config_path).map_err(anyhow::Error::from);
+    let Some(config) = report.keep("config", config, |_| config_path.display().to_string()) else {
+        return Ok(ExitCode::FAILURE);
     };
-    report.line(
-        "config",
-        Ok(project
-            .join(sandcastle_config::DEFAULT_PATH)
-            .display()
-            .to_string()),
-    );
+    let env_path = project.join(".sandcastle/.env");
+    let Some(env) = report.keep(".env", EnvFile::load(&env_path), |_| {
+        env_path.display().to_string()
+    }) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let settings = Settings {
+        project: project.to_path_buf(),
+        config,
+        env,
+    };
     let config = &settings.config;
 
     let creds = report.line(
-        ".env",
+        "secrets",
         settings.credentials().and_then(|creds| {
             let anthropic = ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"];
             if !anthropic.iter().any(|key| settings.env.get(key).is_some_and(|v| !v.is_empty())) {
