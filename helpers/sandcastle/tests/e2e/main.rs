@@ -269,7 +269,8 @@ fn sigterm_mid_pass_then_run_again() {
 
     let mut first = h
         .command(&["run", "--once"])
-        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let started = h.project().join(".sandcastle/worktrees/issue-1/started");
