@@ -21,6 +21,7 @@ die() {
 trap 'echo "demo: failed: $BASH_COMMAND (line $LINENO)" >&2' ERR
 
 owner=demo
+user=demo-bot # the token's user; not the owner's name, since sandcastle redacts every .env value
 name=hello
 repo="$owner/$name"
 scenario="$root/checks/demo/scenario.json"
@@ -78,7 +79,7 @@ wait_for() {
 }
 
 step "fake-forge: Forgejo API and git smart HTTP on 127.0.0.1, repository $repo"
-TMPDIR="$state" target/debug/fake-forge --user "$owner" --repo "$repo" --token-file "$state/token" \
+TMPDIR="$state" target/debug/fake-forge --user "$user" --repo "$repo" --token-file "$state/token" \
     >"$state/forge.log" 2>&1 &
 pids+=($!)
 forge_url="$(wait_for "$state/forge.log" '^forge: ' "$!" fake-forge | awk '{print $2}')"
@@ -105,7 +106,7 @@ mkdir -p "$project"
 project="$(cd "$project" && pwd)"
 # git gets the token from a credential helper reading the environment, never from argv.
 forge_git() {
-    DEMO_USER="$owner" DEMO_TOKEN="$token" git -c credential.helper= \
+    DEMO_USER="$user" DEMO_TOKEN="$token" git -c credential.helper= \
         -c 'credential.helper=!f() { test "$1" = get && printf "username=%s\npassword=%s\n" "$DEMO_USER" "$DEMO_TOKEN"; }; f' \
         -c user.name="Demo Human" -c user.email=human@demo.invalid "$@"
 }
@@ -135,7 +136,7 @@ printf '.env\nlogs/\nworktrees/\n' >"$project/.sandcastle/.gitignore"
     cat >"$project/.sandcastle/.env" <<EOF
 ANTHROPIC_BASE_URL=$anthropic_url
 ANTHROPIC_API_KEY=sk-demo-not-a-real-key
-FORGEJO_USER=$owner
+FORGEJO_USER=$user
 FORGEJO_TOKEN=$token
 EOF
 )
@@ -144,8 +145,12 @@ forge_git -C "$project" commit -q -m "Set up sandcastle"
 forge_git -C "$project" push -q origin HEAD
 echo "project: $project"
 
-step "two ready-for-agent issues on $repo"
-label="$(api POST "/repos/$repo/labels" '{"name":"ready-for-agent","color":"#0e8a16"}' | jq .id)"
+step "the lifecycle labels and two ready-for-agent issues on $repo"
+# `sandcastle run` would create missing labels, but `doctor` rightly reports them missing first.
+for spec in ready-for-agent:0e8a16 in-review:fbca04 ready-for-human:1d76db epic:5319e7 needs-info:d93f0b; do
+    api POST "/repos/$repo/labels" "{\"name\":\"${spec%%:*}\",\"color\":\"#${spec#*:}\"}" >/dev/null
+done
+label="$(api GET "/repos/$repo/labels" | jq '.[] | select(.name == "ready-for-agent") | .id')"
 new_issue() { # TITLE BODY
     api POST "/repos/$repo/issues" "$(jq -nc --arg t "$1" --arg b "$2" --argjson l "$label" \
         '{title: $t, body: $b, labels: [$l]}')" | jq -r '"#\(.number) \(.title)"'
@@ -182,7 +187,7 @@ echo "transcripts, sessions, state: $logs"
 echo "run report:                   ${report:-none written}"
 echo "checkouts:                    $project/.sandcastle/worktrees"
 if [[ -n "$report" ]]; then
-    run_id="$(jq -r .run_id "$report")"
+    run_id="$(jq -r .runId "$report")"
     echo "containers of run $run_id left: $(docker ps -aq --filter "label=sandcastle.run=$run_id" | wc -l)"
 fi
 ((status == 0)) || die "sandcastle run --once exited with status $status"
