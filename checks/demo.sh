@@ -38,6 +38,17 @@ if [[ -n "$project" && -e "$project" ]]; then
     fi
 fi
 
+command -v cargo >/dev/null ||
+    die "cargo not found; install Rust $(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml) or newer with rustup (https://rustup.rs), then run this again"
+missing=()
+for pair in curl:curl npm:npm; do
+    command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+done
+if ((${#missing[@]})); then
+    step "apt-get install ${missing[*]} (the demo seeds the forge with curl; setup.sh installs Claude Code with npm)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 bash checks/setup.sh
 step "cargo build --workspace --bins"
 cargo build --workspace --bins
@@ -46,7 +57,6 @@ bash checks/docker/build-test-image.sh
 for bin in sandcastle fake-forge fake-anthropic; do
     [[ -x "target/debug/$bin" ]] || die "target/debug/$bin missing after cargo build"
 done
-command -v curl >/dev/null || die "curl not found; apt-get install -y curl"
 
 # Server state, the token and the forge's repositories: removed on exit.
 state="$(mktemp -d /tmp/sandcastle-demo-state.XXXXXX)"

@@ -63,7 +63,14 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
                     (true, false) if !git::new_commits(&checkout, base)?.is_empty() => {
                         Phase::Publish
                     }
-                    _ => Phase::GaveUp,
+                    (true, false) => {
+                        state.last_summary = format!(
+                            "The agent said it was done but committed nothing.\n\n{}",
+                            state.last_summary
+                        );
+                        Phase::GaveUp
+                    }
+                    (false, _) => Phase::GaveUp,
                 };
                 state.save(&ctx.state_dir())?;
             }

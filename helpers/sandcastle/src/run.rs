@@ -51,10 +51,17 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
         if once || only_issue.is_some() {
             break;
         }
-        if summary.worked == 0 {
+        // Wait after a pass with nothing to do, and after one with failures, so a lasting fault
+        // (a forge that refuses pushes, say) is not retried in a tight loop.
+        if summary.worked == 0 || summary.failed > 0 {
             let wait = ctx.config.poll_interval;
+            let why = if summary.worked == 0 {
+                "nothing to do"
+            } else {
+                "some work failed"
+            };
             ctx.progress.note(&format!(
-                "nothing to do; next pass in {}",
+                "{why}; next pass in {}",
                 humantime::format_duration(wait)
             ));
             sleep_unless(&stopping, wait);
