@@ -7,6 +7,7 @@ use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::Config;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Context {
     /// The project's root: the directory holding `.sandcastle/`.
@@ -21,6 +22,8 @@ pub struct Context {
     pub run_id: String,
     pub progress: Progress,
     pub report: Report,
+    /// Set on Ctrl-C or SIGTERM: no new iteration or piece of work starts.
+    pub stopping: AtomicBool,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -79,7 +82,12 @@ impl Context {
             report: Report::new(&run_id),
             run_id,
             progress,
+            stopping: AtomicBool::new(false),
         })
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 
     pub fn logs_dir(&self) -> PathBuf {

@@ -83,7 +83,7 @@ fn run_parallel<T: Sync>(
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
-                loop {
+                while !ctx.is_stopping() {
                     let Some(item) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
                     else {
                         break;

@@ -176,6 +176,24 @@ impl Progress {
         }
     }
 
+    /// Text for stdout (the closing summary), printed with the live lines out of the way so
+    /// neither overwrites the other.
+    pub fn print_stdout(&self, text: &str) {
+        let view = self
+            .view
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let print = || {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(self.redactor.redact(text).as_bytes());
+            let _ = stdout.flush();
+        };
+        match &*view {
+            View::Live { multi, .. } => multi.suspend(print),
+            View::Plain { .. } => print(),
+        }
+    }
+
     fn print_plain(&self, out: &mut Box<dyn Write + Send>, line: &str) {
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
         let _ = writeln!(out, "{now} {}", self.redactor.redact(line));

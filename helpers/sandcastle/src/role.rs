@@ -6,7 +6,7 @@ use crate::git;
 use crate::progress::Status;
 use crate::sandbox::{Sandbox, SandboxSpec};
 use crate::state::WorkState;
-use anyhow::Result;
+use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -170,6 +170,13 @@ pub fn iterate(
 ) -> Result<bool> {
     let max = ctx.config.max_iterations;
     while state.iterations < max {
+        if ctx.is_stopping() {
+            bail!(
+                "{}: stopped before iteration {}",
+                work.key,
+                state.iterations + 1
+            );
+        }
         let iteration = state.iterations + 1;
         let prompt = prompt(iteration)?;
         let turn = Turn {

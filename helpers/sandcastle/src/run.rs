@@ -11,7 +11,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCode> {
@@ -20,14 +20,14 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
     let ctx = Arc::new(start(settings)?);
     let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}")));
     ctx.forge.ensure_labels().map_err(redact)?;
-    let stopping = stop_on_signal(Arc::clone(&ctx))?;
+    stop_on_signal(Arc::clone(&ctx))?;
 
     let mut gave_up: Vec<u64> = Vec::new();
     let mut failed = false;
     loop {
         ctx.progress.note("pass: looking for work");
         let pass = run_pass(&ctx, only_issue, &gave_up);
-        if stopping.load(Ordering::SeqCst) {
+        if ctx.is_stopping() {
             // The signal thread ends the process; do not start new work meanwhile.
             std::thread::park();
         }
@@ -64,7 +64,7 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
                 "{why}; next pass in {}",
                 humantime::format_duration(wait)
             ));
-            sleep_unless(&stopping, wait);
+            sleep_unless(&ctx, wait);
         }
     }
     finish(&ctx);
@@ -94,7 +94,7 @@ fn start(settings: Settings) -> Result<Context> {
 
 /// The summary table on stdout and the run report on disk.
 fn finish(ctx: &Context) {
-    print!("{}", ctx.report.summary_table());
+    ctx.progress.print_stdout(&ctx.report.summary_table());
     match ctx.report.write(&ctx.logs_dir()) {
         Ok(path) => ctx
             .progress
@@ -105,15 +105,13 @@ fn finish(ctx: &Context) {
     }
 }
 
-/// On Ctrl-C or SIGTERM: remove every container of the run, leave the checkouts, write the report,
-/// exit. Returns the flag that says a stop is under way.
-fn stop_on_signal(ctx: Arc<Context>) -> Result<Arc<AtomicBool>> {
-    let stopping = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stopping);
+/// On Ctrl-C or SIGTERM: stop starting work, remove every container of the run (which ends the
+/// agents in them), leave the checkouts, write the report, exit.
+fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
-            flag.store(true, Ordering::SeqCst);
+            ctx.stopping.store(true, Ordering::SeqCst);
             let name = if signal == SIGINT {
                 "interrupt"
             } else {
@@ -130,13 +128,13 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<Arc<AtomicBool>> {
             std::process::exit(128 + signal);
         }
     });
-    Ok(stopping)
+    Ok(())
 }
 
 /// Sleeps `wait`, waking early when a stop is under way.
-fn sleep_unless(stopping: &AtomicBool, wait: Duration) {
+fn sleep_unless(ctx: &Context, wait: Duration) {
     let until = Instant::now() + wait;
-    while Instant::now() < until && !stopping.load(Ordering::SeqCst) {
+    while Instant::now() < until && !ctx.is_stopping() {
         std::thread::sleep(Duration::from_millis(200).min(until - Instant::now()));
     }
 }

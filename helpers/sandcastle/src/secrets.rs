@@ -160,6 +160,10 @@ fn parse_value(raw: &str) -> std::result::Result<String, String> {
     Ok(value)
 }
 
+/// Keys of `.sandcastle/.env` whose values are not secret: the forge login shows in repository
+/// paths and in every commit, and hiding it would garble them (`alice/demo` -> `[redacted]/demo`).
+const PUBLIC_KEYS: [&str; 1] = ["FORGEJO_USER"];
+
 /// Replaces every secret value with `[redacted]`.
 #[derive(Clone, Default)]
 pub struct Redactor {
@@ -178,7 +182,11 @@ impl Redactor {
         let named = SECRET_KEYS
             .iter()
             .filter_map(|key| env.get_or(key, &process));
-        let declared = env.vars.iter().map(|(_, v)| v.clone());
+        let declared = env
+            .vars
+            .iter()
+            .filter(|(k, _)| !PUBLIC_KEYS.contains(&k.as_str()))
+            .map(|(_, v)| v.clone());
         let mut secrets: Vec<String> = Vec::new();
         for value in named.chain(declared) {
             // Transcripts are JSON: a value with quotes or backslashes appears escaped there.
@@ -341,6 +349,16 @@ mod tests {
         assert_eq!(
             redactor.redact("x abcdefgh y abcd z abc yes"),
             "x [redacted] y [redacted] z abc yes"
+        );
+    }
+
+    #[test]
+    fn the_forge_login_is_not_a_secret() {
+        let file = env(&[("FORGEJO_USER", "alice"), ("FORGEJO_TOKEN", "tok-12345")]);
+        let redactor = Redactor::new(&file);
+        assert_eq!(
+            redactor.redact("alice/demo tok-12345"),
+            "alice/demo [redacted]"
         );
     }
 
