@@ -84,15 +84,24 @@ impl Progress {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match &mut *view {
             View::Live { multi, bars } => {
-                let bar = bars
-                    .entry(status.key.clone())
-                    .or_insert_with(|| multi.add(live_bar()));
-                bar.set_prefix(self.redactor.redact(&format!(
+                let prefix = self.redactor.redact(&format!(
                     "{}  {}  {} {}/{}",
                     status.key, status.lane, status.role, status.iteration, status.max_iterations
-                )));
-                bar.set_message(self.redactor.redact(&status.last_tool));
-                bar.set_position(cents(status.cost_usd));
+                ));
+                let message = self.redactor.redact(&status.last_tool);
+                let position = cents(status.cost_usd);
+                // A new line is filled in before it is added, so it is never drawn blank.
+                let bar = bars.entry(status.key.clone()).or_insert_with(|| {
+                    multi.add(
+                        live_bar()
+                            .with_prefix(prefix.clone())
+                            .with_message(message.clone())
+                            .with_position(position),
+                    )
+                });
+                bar.set_prefix(prefix);
+                bar.set_message(message);
+                bar.set_position(position);
             }
             View::Plain { out, shown } => {
                 let changed = match shown.get(&status.key) {
@@ -143,9 +152,20 @@ impl Progress {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match &mut *view {
             View::Live { multi, bars } => {
-                let bar = bars.remove(key).unwrap_or_else(|| multi.add(live_bar()));
-                bar.set_prefix(self.redactor.redact(key));
-                bar.finish_with_message(self.redactor.redact(outcome));
+                // Finished work leaves the live area and stays above it as a plain line.
+                let line = match bars.remove(key) {
+                    Some(bar) => {
+                        let line = format!(
+                            "{key}  {outcome}  ({}, {})",
+                            clock(bar.elapsed()),
+                            dollars(bar.position() as f64 / 100.0)
+                        );
+                        bar.finish_and_clear();
+                        line
+                    }
+                    None => format!("{key}  {outcome}"),
+                };
+                let _ = multi.println(self.redactor.redact(&line));
             }
             View::Plain { out, shown } => {
                 let line = match shown.remove(key) {
