@@ -383,9 +383,26 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 /// Kills every process of the agent user in the container: what a stopped Claude Code left
 /// running, and what the agent started in the background, so that nothing of this iteration goes on
 /// into the next. The container's init (`sleep infinity`) is spared: `kill -1` never signals pid 1.
+/// Kills every process of the agent user but this shell (and PID 1, which `kill -1` spares), then
+/// waits, up to five seconds, until none is left but zombies (`sleep infinity` as PID 1 reaps
+/// nothing, so orphans stay zombies: dead all the same), so the next iteration starts on a quiet
+/// container.
+const KILL_AGENT_PROCESSES: &str = r#"kill -KILL -1 2>/dev/null
+i=0
+while [ $i -lt 50 ]; do
+  alive=
+  for status in /proc/[0-9]*/status; do
+    pid=${status#/proc/}; pid=${pid%/status}
+    case $pid in 1|$$) continue ;; esac
+    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive=$pid
+  done
+  [ -z "$alive" ] && exit 0
+  sleep 0.1; i=$((i+1))
+done"#;
+
 fn kill_agent_processes(sandbox: &Sandbox) {
     let _ = sandbox
-        .exec_command(&["sh", "-c", "kill -KILL -1"])
+        .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
         .stdin(Stdio::null())
         .output();
 }
