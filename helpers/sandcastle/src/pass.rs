@@ -29,13 +29,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
     let mut summary = PassSummary::default();
 
     if only_issue.is_none() {
-        let rework: Vec<Pull> = pulls
-            .iter()
-            .filter(|p| {
-                p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number)
-            })
-            .cloned()
-            .collect();
+        let rework: Vec<Pull> = planning::sent_back(&pulls, skip).cloned().collect();
         run_parallel(
             ctx,
             rework,
@@ -92,7 +86,7 @@ fn run_parallel<T: Sync>(
                     let result = work(item);
                     let line = match &result {
                         Ok(outcome) => outcome.to_string(),
-                        Err(e) => format!("failed: {}", ctx.redactor.redact(&format!("{e:#}"))),
+                        Err(e) => format!("failed: {}", ctx.redactor.error(e)),
                     };
                     ctx.report.set_outcome(&key, &line);
                     ctx.progress.finish(&key, &line);

@@ -25,6 +25,13 @@ pub fn candidates(ctx: &Context, open_pulls: &[Pull], skip: &[u64]) -> Result<Ve
         .collect())
 }
 
+/// Open pull requests a human sent back for rework (labelled `ready-for-agent`), not in `skip`.
+pub fn sent_back<'a>(pulls: &'a [Pull], skip: &'a [u64]) -> impl Iterator<Item = &'a Pull> {
+    pulls.iter().filter(move |p| {
+        p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number)
+    })
+}
+
 /// A pull request on the issue's branch, or one that says it closes the issue.
 fn has_open_pull(issue: u64, pulls: &[Pull]) -> bool {
     let branch = branch_for(issue);

@@ -78,10 +78,7 @@ impl Progress {
 
     /// Creates or updates the line for `status.key`.
     pub fn update(&self, status: &Status) {
-        let mut view = self
-            .view
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut view = self.view();
         match &mut *view {
             View::Live { multi, bars } => {
                 let prefix = self.redactor.redact(&format!(
@@ -146,10 +143,7 @@ impl Progress {
 
     /// The work on `key` is over; `outcome` is one short line.
     pub fn finish(&self, key: &str, outcome: &str) {
-        let mut view = self
-            .view
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut view = self.view();
         match &mut *view {
             View::Live { multi, bars } => {
                 // Finished work leaves the live area and stays above it as a plain line.
@@ -183,10 +177,7 @@ impl Progress {
 
     /// A message not tied to one line (timestamped when plain).
     pub fn note(&self, message: &str) {
-        let mut view = self
-            .view
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut view = self.view();
         match &mut *view {
             View::Live { multi, .. } => {
                 // Printed above the live lines; a closed stderr is nothing to report to.
@@ -199,10 +190,7 @@ impl Progress {
     /// Text for stdout (the closing summary), printed with the live lines out of the way so
     /// neither overwrites the other.
     pub fn print_stdout(&self, text: &str) {
-        let view = self
-            .view
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let view = self.view();
         let print = || {
             let mut stdout = std::io::stdout().lock();
             let _ = stdout.write_all(self.redactor.redact(text).as_bytes());
@@ -212,6 +200,13 @@ impl Progress {
             View::Live { multi, .. } => multi.suspend(print),
             View::Plain { .. } => print(),
         }
+    }
+
+    /// A panicked worker leaves the view usable.
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.view
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn print_plain(&self, out: &mut Box<dyn Write + Send>, line: &str) {

@@ -212,7 +212,7 @@ pub fn iterate(
                 {
                     state.set_session(role, session);
                 }
-                let message = ctx.redactor.redact(&format!("{e:#}"));
+                let message = ctx.redactor.error(&e);
                 ctx.progress.note(&format!(
                     "{}: {role} iteration {iteration}/{max} failed: {message}",
                     work.key

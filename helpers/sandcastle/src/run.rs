@@ -18,10 +18,11 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
     let settings = Settings::load(project)?;
     let _lock = RunLock::acquire(&project.join(".sandcastle/logs/run.lock"))?;
     let ctx = Arc::new(start(settings)?);
-    let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}")));
+    let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.error(&e));
     ctx.forge.ensure_labels().map_err(redact)?;
     stop_on_signal(Arc::clone(&ctx))?;
 
+    let single_pass = once || only_issue.is_some();
     let mut gave_up: Vec<u64> = Vec::new();
     let mut failed = false;
     loop {
@@ -33,22 +34,20 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
         }
         let summary = match pass {
             Ok(summary) => summary,
-            Err(e) if once || only_issue.is_some() => {
+            Err(e) if single_pass => {
                 finish(&ctx);
                 return Err(redact(e));
             }
             Err(e) => {
-                ctx.progress.note(&format!(
-                    "pass failed: {}",
-                    ctx.redactor.redact(&format!("{e:#}"))
-                ));
+                ctx.progress
+                    .note(&format!("pass failed: {}", ctx.redactor.error(&e)));
                 failed = true;
                 PassSummary::default()
             }
         };
         failed |= summary.failed > 0;
         gave_up.extend(&summary.gave_up);
-        if once || only_issue.is_some() {
+        if single_pass {
             break;
         }
         // Wait after a pass with nothing to do, and after one with failures, so a lasting fault
@@ -84,7 +83,7 @@ fn start(settings: Settings) -> Result<Context> {
     let user = ctx
         .forge
         .current_user()
-        .map_err(|e| anyhow!("{}", ctx.redactor.redact(&format!("{e:#}"))))?;
+        .map_err(|e| anyhow!("{}", ctx.redactor.error(&e)))?;
     ctx.progress.note(&format!(
         "run {}: {} on {} as {user}, image {}",
         ctx.run_id, ctx.config.repo, ctx.config.forge_url, ctx.config.image_name
@@ -151,10 +150,7 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             println!("label {name:?} is missing: `sandcastle run` will create it");
         }
     }
-    let rework: Vec<_> = pulls
-        .iter()
-        .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent"))
-        .collect();
+    let rework: Vec<_> = planning::sent_back(&pulls, &[]).collect();
     if rework.is_empty() {
         println!("rework: no pull request is labelled ready-for-agent");
     }

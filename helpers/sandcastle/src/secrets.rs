@@ -200,6 +200,11 @@ impl Redactor {
         Redactor { secrets }
     }
 
+    /// An error with its causes, on one line, redacted.
+    pub fn error(&self, error: &anyhow::Error) -> String {
+        self.redact(&format!("{error:#}"))
+    }
+
     pub fn redact(&self, text: &str) -> String {
         if self.secrets.is_empty() {
             return text.to_string();
