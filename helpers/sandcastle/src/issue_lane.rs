@@ -22,23 +22,16 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
     };
     let number = issue.number.to_string();
     let max = ctx.config.max_iterations.to_string();
-    let vars = |iteration: &str| {
-        vec![
-            ("REPO", ctx.config.repo.clone()),
-            ("FORGE_HOST", ctx.config.forge_host.clone()),
-            ("ISSUE_NUMBER", number.clone()),
-            ("ISSUE_TITLE", issue.title.clone()),
-            ("ISSUE_BODY", issue.body.clone()),
-            ("BRANCH", branch.clone()),
-            ("BASE_BRANCH", base.to_string()),
-            ("ITERATION", iteration.to_string()),
-            ("MAX_ITERATIONS", max.clone()),
-        ]
-    };
-    let render = |name: &str, vars: &[(&str, String)]| {
-        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        prompts::render(&ctx.project, name, &vars)
-    };
+    // The review prompt takes these; the implement prompt also the iteration.
+    let issue_vars = [
+        ("REPO", ctx.config.repo.as_str()),
+        ("FORGE_HOST", ctx.config.forge_host.as_str()),
+        ("ISSUE_NUMBER", number.as_str()),
+        ("ISSUE_TITLE", issue.title.as_str()),
+        ("ISSUE_BODY", issue.body.as_str()),
+        ("BRANCH", branch.as_str()),
+        ("BASE_BRANCH", base),
+    ];
 
     let mut sandbox = LazySandbox::new(ctx, &slug, &checkout);
 
@@ -46,7 +39,15 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
         match state.phase {
             Phase::Work => {
                 let models = &ctx.config.models;
-                let prompt = |iteration: u32| render("implement", &vars(&iteration.to_string()));
+                let prompt = |iteration: u32| {
+                    let iteration = iteration.to_string();
+                    let mut vars = issue_vars.to_vec();
+                    vars.extend([
+                        ("ITERATION", iteration.as_str()),
+                        ("MAX_ITERATIONS", max.as_str()),
+                    ]);
+                    prompts::render(&ctx.project, "implement", &vars)
+                };
                 let completed = role::iterate(
                     ctx,
                     sandbox.get()?,
@@ -76,9 +77,7 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
             }
             Phase::Review => {
                 // The reviewer may tidy up with commits of its own; its verdict goes into the PR.
-                let mut review_vars = vars("1");
-                review_vars.retain(|(k, _)| !matches!(*k, "ITERATION" | "MAX_ITERATIONS"));
-                let prompt = render("review", &review_vars)?;
+                let prompt = prompts::render(&ctx.project, "review", &issue_vars)?;
                 let turn = Turn {
                     role: "reviewer",
                     model: &ctx.config.models.reviewer,
