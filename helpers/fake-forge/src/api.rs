@@ -168,6 +168,9 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
             Ok(call.page(reviews))
         }),
         ("POST", "/repos/{owner}/{repo}/pulls/{index}/reviews") => create_review(call),
+        ("GET", "/repos/{owner}/{repo}/collaborators/{collaborator}/permission") => {
+            collaborator_permission(call)
+        }
         ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews/{id}") => {
             call.with_repo(|state, repo| {
                 let pull = repo.pull(call.index()?)?;
@@ -569,14 +572,23 @@ fn create_pull(call: &Call) -> ApiResult<Reply> {
     })
 }
 
-/// Reads the branches of a pull request from the bare repository.
+/// Reads the branches of a pull request from the bare repositories (the head's may be a fork's).
 fn render_pull(call: &Call, state: &State, repo: &Repo, issue: &StoredIssue) -> Value {
     let dir = call.shared.repo_dir(&repo.owner, &repo.name);
-    let branch = |name: &str| git::rev_parse(&dir, name).ok().flatten();
     let git = match &issue.pull {
         Some(pull) => {
-            let head_sha = branch(&pull.head).unwrap_or_else(|| pull.head_sha.clone());
-            let base_sha = branch(&pull.base).unwrap_or_default();
+            let head_dir = match &pull.head_owner {
+                Some(owner) => call.shared.repo_dir(owner, &repo.name),
+                None => dir.clone(),
+            };
+            let head_sha = git::rev_parse(&head_dir, &pull.head)
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| pull.head_sha.clone());
+            let base_sha = git::rev_parse(&dir, &pull.base)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             let merge_base = git::merge_base(&dir, &base_sha, &head_sha)
                 .ok()
                 .flatten()
@@ -593,7 +605,32 @@ fn render_pull(call: &Call, state: &State, repo: &Repo, issue: &StoredIssue) -> 
             merge_base: String::new(),
         },
     };
-    call.render().pull(&state.users, repo, issue, &git)
+    let head_repo = issue
+        .pull
+        .as_ref()
+        .and_then(|p| p.head_owner.as_deref())
+        .and_then(|owner| state.repo(owner, &repo.name).ok())
+        .unwrap_or(repo);
+    call.render()
+        .pull(&state.users, repo, head_repo, issue, &git)
+}
+
+fn collaborator_permission(call: &Call) -> ApiResult<Reply> {
+    let login = call.param("collaborator").to_string();
+    call.with_repo(|state, repo| {
+        if !state.users.iter().any(|u| u.login == login) {
+            return Err(ApiError::not_found(format!("user {login} does not exist")));
+        }
+        let permission = repo.permission_of(&login);
+        Ok(Reply::json(
+            200,
+            json!({
+                "permission": permission,
+                "role_name": permission,
+                "user": call.render().login(&state.users, &login),
+            }),
+        ))
+    })
 }
 
 fn create_review(call: &Call) -> ApiResult<Reply> {

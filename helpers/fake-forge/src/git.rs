@@ -71,6 +71,18 @@ pub fn init_bare(git_dir: &Path, default_branch: &str, title: &str) -> Result<()
     Ok(())
 }
 
+/// A bare copy of `source` at `git_dir`, with every branch: a fork.
+pub fn clone_bare(source: &Path, git_dir: &Path) -> Result<()> {
+    let mut clone = Command::new("git");
+    clone
+        .args(["clone", "--bare", "--quiet", "--"])
+        .arg(source)
+        .arg(git_dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    run(clone, None).map(drop)
+}
+
 /// Commits `path` with `content` on `branch`, starting `branch` from `from` if it does not exist.
 /// Returns the new commit.
 pub fn commit_file(

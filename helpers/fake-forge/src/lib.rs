@@ -63,6 +63,8 @@ pub struct Pull {
     pub labels: Vec<String>,
     /// The head branch.
     pub head: String,
+    /// The fork's owner when the head branch lives in a fork.
+    pub head_owner: Option<String>,
     /// The base branch.
     pub base: String,
 }
@@ -202,6 +204,37 @@ impl FakeForge {
         self.shared
             .state()
             .add_repo(owner, name, default_branch, now());
+        Ok(())
+    }
+
+    /// Forks `repo` (`owner/name`) into `{owner}/{name}`: a copy of its bare repository, marked as a
+    /// fork, from which `owner` can open pull requests on `repo` (head `owner:branch`).
+    pub fn create_fork(&self, owner: &str, repo: &str) -> Result<()> {
+        let (parent_owner, name) = split_repo(repo)?;
+        let default_branch = self
+            .shared
+            .state()
+            .repo(parent_owner, name)
+            .map_err(api_error)?
+            .default_branch
+            .clone();
+        let dir = self.bare_repo_path(owner, name);
+        std::fs::create_dir_all(dir.parent().context("repository path has a parent")?)?;
+        git::clone_bare(&self.bare_repo_path(parent_owner, name), &dir)?;
+        let mut state = self.shared.state();
+        state.add_repo(owner, name, &default_branch, now());
+        state.repo_mut(owner, name).map_err(api_error)?.parent = Some(repo.to_string());
+        Ok(())
+    }
+
+    /// Gives `login` `permission` (`read`, `write` or `admin`) on `repo`.
+    pub fn add_collaborator(&self, repo: &str, login: &str, permission: &str) -> Result<()> {
+        let (owner, name) = split_repo(repo)?;
+        let mut state = self.shared.state();
+        let repo = state.repo_mut(owner, name).map_err(api_error)?;
+        repo.collaborators.retain(|(user, _)| user != login);
+        repo.collaborators
+            .push((login.to_string(), permission.to_string()));
         Ok(())
     }
 
@@ -385,6 +418,7 @@ impl FakeForge {
                         closed: i.closed,
                         labels: repo.label_names(i),
                         head: pull.head.clone(),
+                        head_owner: pull.head_owner.clone(),
                         base: pull.base.clone(),
                     })
                 })

@@ -68,7 +68,7 @@ impl Render<'_> {
             "description": "",
             "empty": false,
             "private": false,
-            "fork": false,
+            "fork": repo.parent.is_some(),
             "template": false,
             "parent": null,
             "mirror": false,
@@ -203,12 +203,20 @@ impl Render<'_> {
         })
     }
 
-    pub fn pull(&self, users: &[User], repo: &Repo, issue: &StoredIssue, git: &PullGit) -> Value {
+    /// `head_repo` is `repo`, or the fork the head branch lives in.
+    pub fn pull(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        head_repo: &Repo,
+        issue: &StoredIssue,
+        git: &PullGit,
+    ) -> Value {
         let Some(pull) = &issue.pull else {
             return self.issue(users, repo, issue);
         };
         let html_url = self.issue_url(repo, issue);
-        let branch = |name: &str, sha: &str| {
+        let branch = |name: &str, sha: &str, repo: &Repo| {
             json!({
                 "label": name,
                 "ref": name,
@@ -244,8 +252,8 @@ impl Render<'_> {
             "merge_commit_sha": null,
             "merged_by": null,
             "allow_maintainer_edit": false,
-            "base": branch(&pull.base, &git.base_sha),
-            "head": branch(&pull.head, &git.head_sha),
+            "base": branch(&pull.base, &git.base_sha, repo),
+            "head": branch(&pull.head, &git.head_sha, head_repo),
             "merge_base": git.merge_base,
             "due_date": null,
             "created_at": issue.created,

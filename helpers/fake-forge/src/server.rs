@@ -71,28 +71,33 @@ impl Shared {
     /// and differ, and an open pull request for the same head and base is a 409.
     pub fn open_pull(&self, owner: &str, name: &str, pull: NewPull) -> ApiResult<u64> {
         self.state().repo(owner, name)?;
-        // `owner:branch` names the head repository; only the repository itself is supported.
-        let head = match pull.head.split_once(':') {
-            Some((head_owner, branch)) if head_owner == owner => branch,
-            Some((head_owner, _)) => {
-                return Err(ApiError::not_found(format!(
-                    "head repository of {head_owner} does not exist"
-                )));
+        // `owner:branch` names the head repository: this one, or a fork of it.
+        let (head_owner, head) = match pull.head.split_once(':') {
+            Some((head_owner, branch)) if head_owner == owner => (None, branch),
+            Some((head_owner, branch)) => {
+                let state = self.state();
+                let fork = state.repo(head_owner, name).ok();
+                if fork.and_then(|f| f.parent.as_deref()) != Some(&format!("{owner}/{name}")) {
+                    return Err(ApiError::not_found(format!(
+                        "head repository of {head_owner} does not exist"
+                    )));
+                }
+                (Some(head_owner.to_string()), branch)
             }
-            None => pull.head,
+            None => (None, pull.head),
         };
         if head.is_empty() || pull.base.is_empty() {
             return Err(ApiError::invalid("head and base are required"));
         }
-        let dir = self.repo_dir(owner, name);
-        let sha = |branch: &str| {
-            git::rev_parse(&dir, branch)
+        let sha = |dir: &std::path::Path, branch: &str| {
+            git::rev_parse(dir, branch)
                 .map_err(|e| ApiError::new(500, e.to_string()))?
                 .ok_or_else(|| ApiError::not_found(format!("branch {branch} does not exist")))
         };
-        sha(pull.base)?;
-        let head_sha = sha(head)?;
-        if head == pull.base {
+        sha(&self.repo_dir(owner, name), pull.base)?;
+        let head_dir = self.repo_dir(head_owner.as_deref().unwrap_or(owner), name);
+        let head_sha = sha(&head_dir, head)?;
+        if head == pull.base && head_owner.is_none() {
             return Err(ApiError::invalid(
                 "Invalid PullRequest: There are no changes between the head and the base",
             ));
@@ -106,6 +111,7 @@ impl Shared {
             label_ids: pull.label_ids,
             pull: Some(PullInfo {
                 head: head.to_string(),
+                head_owner,
                 base: pull.base.to_string(),
                 head_sha,
             }),

@@ -45,6 +45,10 @@ pub struct Repo {
     pub issues: Vec<StoredIssue>,
     pub comments: Vec<Comment>,
     pub reviews: Vec<Review>,
+    /// `owner/name` of the repository this one is a fork of.
+    pub parent: Option<String>,
+    /// `(login, permission)`: `read`, `write` or `admin` (the owner is `owner`).
+    pub collaborators: Vec<(String, String)>,
 }
 
 /// An issue or a pull request: they share one number space, labels and comments.
@@ -62,6 +66,8 @@ pub struct StoredIssue {
 
 pub struct PullInfo {
     pub head: String,
+    /// The owner of the fork the head branch lives in; `None` for this repository.
+    pub head_owner: Option<String>,
     pub base: String,
     /// The head commit when the pull request was opened; used if the branch is deleted later.
     pub head_sha: String,
@@ -127,6 +133,8 @@ impl State {
             issues: Vec::new(),
             comments: Vec::new(),
             reviews: Vec::new(),
+            parent: None,
+            collaborators: Vec::new(),
         };
         self.repos.push(repo);
     }
@@ -151,6 +159,17 @@ impl State {
 }
 
 impl Repo {
+    /// What Forgejo's permission API says of `login` on this (public) repository.
+    pub fn permission_of(&self, login: &str) -> &str {
+        if login == self.owner {
+            return "owner";
+        }
+        self.collaborators
+            .iter()
+            .find(|(user, _)| user == login)
+            .map_or("read", |(_, permission)| permission.as_str())
+    }
+
     pub fn issue(&self, number: u64) -> ApiResult<&StoredIssue> {
         self.issues
             .iter()
@@ -207,7 +226,7 @@ impl Repo {
             )));
         }
         if let Some(pull) = &new.pull
-            && let Some(existing) = self.open_pull_between(&pull.head, &pull.base)
+            && let Some(existing) = self.open_pull_between(pull)
         {
             return Err(ApiError::new(
                 409,
@@ -241,12 +260,13 @@ impl Repo {
         Ok(())
     }
 
-    fn open_pull_between(&self, head: &str, base: &str) -> Option<&StoredIssue> {
+    /// An open pull request from the same head (branch and repository) into the same base.
+    fn open_pull_between(&self, new: &PullInfo) -> Option<&StoredIssue> {
         self.issues.iter().find(|i| {
             !i.closed
-                && i.pull
-                    .as_ref()
-                    .is_some_and(|p| p.head == head && p.base == base)
+                && i.pull.as_ref().is_some_and(|p| {
+                    p.head == new.head && p.head_owner == new.head_owner && p.base == new.base
+                })
         })
     }
 
