@@ -1,9 +1,17 @@
-//! Host-side git: isolated checkouts per issue and authenticated pushes.
+//! The orchestrator's own git repository for each piece of work, and every git command the host runs.
+//!
+//! Each piece of work has a bare repository under `.sandcastle/repos/<slug>.git` that sandcastle
+//! creates, configures and never mounts into a sandbox. The agent's checkout lives inside its
+//! container (see `checkout.rs`); its commits reach this repository only as a bundle file, fetched
+//! here as data. The host never runs git in a directory the agent could have written, so no hook,
+//! `core.fsmonitor`, `core.hooksPath` or `pushurl` of the agent's ever takes effect on the host, and
+//! pushes go to the remote URL named on the command line, never to a configured remote.
 //!
 //! Credentials go through git's credential machinery from the environment of the git process,
 //! never in a URL or an argument: the helper text given as config only names two variables, and
 //! the values sit in those variables of that one git process.
 use anyhow::{Context, Result, anyhow, bail};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -14,15 +22,11 @@ pub struct Credentials {
     pub token: String,
 }
 
-/// The image's `agent` user, who works in the checkout inside the container.
-const AGENT_UID: u32 = 1000;
-const AGENT_GID: u32 = 1000;
-
 /// Answers git's `get` with the two variables; ignores `store` and `erase`.
 const CREDENTIAL_HELPER: &str = r#"!f() { test "$1" = get && echo username="$SANDCASTLE_GIT_USER" && echo password="$SANDCASTLE_GIT_TOKEN"; }; f"#;
 
-/// Variables that would point git at another repository than the one we name.
-const REPOSITORY_VARS: [&str; 8] = [
+/// Variables that would point git at another repository, or other config, than the one we name.
+const REPOSITORY_VARS: [&str; 9] = [
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",
@@ -31,7 +35,14 @@ const REPOSITORY_VARS: [&str; 8] = [
     "GIT_COMMON_DIR",
     "GIT_NAMESPACE",
     "GIT_CONFIG_PARAMETERS",
+    "GIT_CEILING_DIRECTORIES",
 ];
+
+/// Where an imported bundle's tip lands before it is checked and becomes the work branch.
+const INCOMING: &str = "refs/sandcastle/incoming";
+
+/// The config key that records which remote a work repository belongs to.
+const REMOTE_KEY: &str = "sandcastle.remote";
 
 /// `<forge base URL>/<owner>/<repo>.git`
 pub fn remote_url(forge_url: &str, repo: &str) -> String {
@@ -42,191 +53,317 @@ pub fn remote_url(forge_url: &str, repo: &str) -> String {
     )
 }
 
-/// Makes (or reuses) an isolated clone at `dir` on `branch`: from `origin/<branch>` if the remote has
-/// it (work resumes), else from `origin/<base>`. Never touches the host repository's `.git`.
-/// When running as root, the checkout is chowned to uid/gid 1000 (the image's agent user).
-///
-/// A local branch ahead of the remote one (commits not pushed before a crash) is kept as it is.
-pub fn prepare_checkout(
-    dir: &Path,
-    remote: &str,
-    creds: &Credentials,
-    branch: &str,
-    base: &str,
-) -> Result<PathBuf> {
-    check_branch_name(branch)?;
-    check_branch_name(base)?;
-    let dir =
-        &std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-    if dir.join(".git").is_dir() {
-        let origin =
-            Git::local(dir).output(&["config", "--get", "remote.origin.url"], "read origin")?;
-        if origin != remote {
-            bail!(
-                "{} is a clone of {origin}, not of {remote}; remove that directory so sandcastle can clone afresh",
-                dir.display()
-            );
+/// One piece of work's repository: `refs/remotes/origin/*` mirror the remote's branches,
+/// `refs/heads/<branch>` is the work as far as the host has it.
+pub struct WorkRepo {
+    git_dir: PathBuf,
+    remote: String,
+    pub branch: String,
+    pub base: String,
+}
+
+impl WorkRepo {
+    /// Creates (or reuses) the bare repository at `git_dir`, fetches the remote's branches, and
+    /// points `branch` at the work: the local branch if it holds work the remote lacks, else the
+    /// remote branch, else the remote base. A local branch ahead of the remote one (commits not
+    /// pushed before a stop) is kept as it is.
+    pub fn prepare(
+        git_dir: &Path,
+        remote: &str,
+        creds: &Credentials,
+        branch: &str,
+        base: &str,
+    ) -> Result<WorkRepo> {
+        check_branch_name(branch)?;
+        check_branch_name(base)?;
+        let git_dir = std::path::absolute(git_dir)
+            .with_context(|| format!("cannot resolve {}", git_dir.display()))?;
+        let created = !git_dir.exists();
+        let repo = WorkRepo {
+            git_dir,
+            remote: remote.to_string(),
+            branch: branch.to_string(),
+            base: base.to_string(),
+        };
+        let prepared = if created {
+            repo.create()
+        } else {
+            repo.check_owner()
         }
-        Git::remote(dir, creds).run(&["fetch", "--prune", "--quiet", "origin"], "fetch")?;
-    } else {
-        if dir.exists()
-            && dir
-                .read_dir()
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
-            bail!(
-                "{} exists but is not a git clone; remove it so sandcastle can clone {remote} there",
-                dir.display()
-            );
+        .and_then(|()| repo.fetch(creds))
+        .and_then(|()| repo.place_branch());
+        if let Err(error) = prepared {
+            if created {
+                // Nothing half-written: the next run starts from scratch.
+                let _ = std::fs::remove_dir_all(&repo.git_dir);
+            }
+            return Err(error);
         }
-        let parent = dir.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-        let target = dir
+        Ok(repo)
+    }
+
+    fn git(&self) -> Git<'_> {
+        Git {
+            git_dir: Some(&self.git_dir),
+            creds: None,
+        }
+    }
+
+    fn create(&self) -> Result<()> {
+        let target = self
+            .git_dir
             .to_str()
-            .ok_or_else(|| anyhow!("{} is not UTF-8; use a plain path", dir.display()))?;
-        let clone = [
-            "clone", "--quiet", "--origin", "origin", "--", remote, target,
-        ];
+            .ok_or_else(|| anyhow!("{} is not UTF-8; use a plain path", self.git_dir.display()))?;
+        Git::bare().run(&["init", "--quiet", "--bare", "--", target], "init")?;
+        self.git()
+            .run(&["config", REMOTE_KEY, &self.remote], "config")
+    }
+
+    fn check_owner(&self) -> Result<()> {
+        let recorded = self
+            .git()
+            .output(&["config", "--get", REMOTE_KEY], "read config")
+            .map_err(|_| {
+                anyhow!(
+                    "{} exists but is not a sandcastle work repository; remove it so sandcastle can create one",
+                    self.git_dir.display()
+                )
+            })?;
+        if recorded != self.remote {
+            bail!(
+                "{} is a repository of {recorded}, not of {}; remove that directory so sandcastle can start afresh",
+                self.git_dir.display(),
+                self.remote
+            );
+        }
+        Ok(())
+    }
+
+    fn fetch(&self, creds: &Credentials) -> Result<()> {
         let git = Git {
-            dir: None,
+            git_dir: Some(&self.git_dir),
             creds: Some(creds),
         };
-        git.run(&clone, &format!("clone into {target}"))?;
+        git.run(
+            &[
+                "fetch",
+                "--prune",
+                "--quiet",
+                "--no-write-fetch-head",
+                "--",
+                &self.remote,
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
+            &format!("fetch from {}", self.remote),
+        )
     }
-    let git = Git::local(dir);
-    git.run(&["config", "user.name", "sandcastle"], "set user.name")?;
-    git.run(
-        &["config", "user.email", "sandcastle@localhost"],
-        "set user.email",
-    )?;
-    check_out(&git, dir, branch, base)?;
-    chown_to_agent(dir)?;
-    dir.canonicalize()
-        .with_context(|| format!("cannot resolve {}", dir.display()))
-}
 
-/// Puts `branch` in the working tree: the local branch if it holds work the remote lacks, else the
-/// remote branch, else a new branch from the remote base.
-fn check_out(git: &Git, dir: &Path, branch: &str, base: &str) -> Result<()> {
-    let local = format!("refs/heads/{branch}");
-    let remote = format!("refs/remotes/origin/{branch}");
-    let remote_base = format!("refs/remotes/origin/{base}");
-    if !git.has_commit(&remote_base)? {
-        bail!(
-            "the remote has no branch {base} to start {branch} from; push {base} or set the right base branch"
-        );
-    }
-    let has_local = git.has_commit(&local)?;
-    let has_remote = git.has_commit(&remote)?;
-    let start = if has_local && has_remote {
-        if git.is_ancestor(&local, &remote)? {
-            Some(remote)
-        } else if git.is_ancestor(&remote, &local)? {
-            None
-        } else {
+    fn place_branch(&self) -> Result<()> {
+        let git = self.git();
+        let (branch, base) = (&self.branch, &self.base);
+        let local = format!("refs/heads/{branch}");
+        let remote = format!("refs/remotes/origin/{branch}");
+        let remote_base = format!("refs/remotes/origin/{base}");
+        if !git.has_commit(&remote_base)? {
             bail!(
-                "{}: local branch {branch} and origin/{branch} have diverged; push or drop the \
-                 local commits (or remove the checkout) and run again",
-                dir.display()
-            )
+                "the remote has no branch {base} to start {branch} from; push {base} or set the right base branch"
+            );
         }
-    } else if has_remote {
-        Some(remote)
-    } else if has_local && !git.is_ancestor(&local, &remote_base)? {
-        // Never pushed, but holds commits: work from before a restart.
-        None
-    } else {
-        Some(remote_base)
-    };
-    match start {
-        Some(start) => git.run(
-            &["checkout", "--quiet", "-B", branch, &start, "--"],
-            "checkout",
-        ),
-        None => git.run(&["checkout", "--quiet", branch, "--"], "checkout"),
-    }
-}
-
-/// Commits on HEAD that `origin/<base>` does not have (subject lines, oldest first).
-pub fn new_commits(checkout: &Path, base: &str) -> Result<Vec<String>> {
-    check_branch_name(base)?;
-    subjects(checkout, &format!("refs/remotes/origin/{base}..HEAD"))
-}
-
-/// Commits on HEAD since the commit `from` (subject lines, oldest first).
-pub fn commits_between(checkout: &Path, from: &str) -> Result<Vec<String>> {
-    if !Git::local(checkout).has_commit(from)? {
-        bail!(
-            "{}: no commit {from:?} to list changes from",
-            checkout.display()
-        );
-    }
-    subjects(checkout, &format!("{from}..HEAD"))
-}
-
-fn subjects(checkout: &Path, range: &str) -> Result<Vec<String>> {
-    let args = [
-        "log",
-        "--reverse",
-        "--format=%s",
-        "--end-of-options",
-        range,
-        "--",
-    ];
-    let log = Git::local(checkout).output(&args, "log")?;
-    Ok(log.lines().map(str::to_string).collect())
-}
-
-/// The HEAD commit id.
-pub fn head(checkout: &Path) -> Result<String> {
-    Git::local(checkout).output(
-        &["rev-parse", "--verify", "HEAD^{commit}"],
-        "rev-parse HEAD",
-    )
-}
-
-/// Pushes HEAD to `refs/heads/<branch>` on origin. A no-op when the remote already has that commit.
-pub fn push(checkout: &Path, creds: &Credentials, branch: &str) -> Result<()> {
-    check_branch_name(branch)?;
-    let local = Git::local(checkout);
-    let url = local.output(&["config", "--get", "remote.origin.url"], "read origin")?;
-    let fail = |e: anyhow::Error| anyhow!("push of {branch} to {url} failed: {e:#}");
-    let head = head(checkout)?;
-    let git = Git::remote(checkout, creds);
-    let refname = format!("refs/heads/{branch}");
-    let advertised = git
-        .output(&["ls-remote", "--", "origin", &refname], "ls-remote")
-        .map_err(fail)?;
-    let remote_tip = advertised.lines().find_map(|line| {
-        let (sha, name) = line.split_once('\t')?;
-        (name == refname).then_some(sha)
-    });
-    if let Some(tip) = remote_tip {
-        // The remote tip may be a commit this clone has never fetched; then it cannot contain HEAD.
-        if tip == head || (local.has_commit(tip)? && local.is_ancestor(&head, tip)?) {
+        let has_local = git.has_commit(&local)?;
+        let has_remote = git.has_commit(&remote)?;
+        let start = if has_local && has_remote {
+            if git.is_ancestor(&local, &remote)? {
+                remote
+            } else if git.is_ancestor(&remote, &local)? {
+                return Ok(());
+            } else {
+                bail!(
+                    "{}: local branch {branch} and origin/{branch} have diverged; push or drop the \
+                     local commits (or remove that repository) and run again",
+                    self.git_dir.display()
+                )
+            }
+        } else if has_remote {
+            remote
+        } else if has_local && !git.is_ancestor(&local, &remote_base)? {
+            // Never pushed, but holds commits: work from before a restart.
             return Ok(());
-        }
+        } else {
+            remote_base
+        };
+        git.run(&["update-ref", &local, &start], "update-ref")
     }
-    git.run(
-        &[
-            "push",
-            "--quiet",
+
+    /// The commit the work branch is at.
+    pub fn tip(&self) -> Result<String> {
+        self.git().output(
+            &[
+                "rev-parse",
+                "--verify",
+                &format!("refs/heads/{}^{{commit}}", self.branch),
+            ],
+            "rev-parse",
+        )
+    }
+
+    /// Commits on the work branch that `origin/<base>` does not have (subject lines, oldest first).
+    pub fn new_commits(&self) -> Result<Vec<String>> {
+        self.subjects(&format!("refs/remotes/origin/{}", self.base))
+    }
+
+    /// Commits on the work branch since the commit `from` (subject lines, oldest first).
+    pub fn commits_since(&self, from: &str) -> Result<Vec<String>> {
+        if !self.git().has_commit(from)? {
+            bail!(
+                "{}: no commit {from:?} to list changes from",
+                self.git_dir.display()
+            );
+        }
+        self.subjects(from)
+    }
+
+    fn subjects(&self, from: &str) -> Result<Vec<String>> {
+        let range = format!("{from}..refs/heads/{}", self.branch);
+        let args = [
+            "log",
+            "--reverse",
+            "--format=%s",
+            "--end-of-options",
+            &range,
             "--",
-            "origin",
-            &format!("HEAD:{refname}"),
-        ],
-        "push",
-    )
-    .map_err(fail)?;
-    // The push updated refs/remotes/origin/<branch> as root.
-    chown_to_agent(checkout)
+        ];
+        let log = self.git().output(&args, "log")?;
+        Ok(log.lines().map(str::to_string).collect())
+    }
+
+    /// A bundle of the work branch and `origin/<base>`, which is what a sandbox's checkout is made from.
+    pub fn seed_bundle(&self, file: &Path) -> Result<()> {
+        let target = file
+            .to_str()
+            .ok_or_else(|| anyhow!("{} is not UTF-8", file.display()))?;
+        self.git().run(
+            &[
+                "bundle",
+                "create",
+                "--quiet",
+                target,
+                &format!("refs/heads/{}", self.branch),
+                &format!("refs/remotes/origin/{}", self.base),
+            ],
+            "bundle create",
+        )
+    }
+
+    /// A scratch file for a bundle, inside this repository (so on the same disk, and ours).
+    pub fn scratch_file(&self) -> Result<tempfile::NamedTempFile> {
+        tempfile::Builder::new()
+            .prefix("sandcastle-")
+            .suffix(".bundle")
+            .tempfile_in(&self.git_dir)
+            .with_context(|| format!("cannot create a scratch file in {}", self.git_dir.display()))
+    }
+
+    /// Takes what a sandbox handed out as the new state of the work branch: either a bundle whose
+    /// `HEAD` is the agent's commit (fetched with every object checked), or one line naming a
+    /// commit this repository already has. Returns the new tip. Nothing in it is run or followed.
+    pub fn import(&self, handed_out: &Path) -> Result<String> {
+        let mut head = [0u8; 16];
+        let read = std::fs::File::open(handed_out)
+            .and_then(|mut f| f.read(&mut head))
+            .with_context(|| format!("cannot read {}", handed_out.display()))?;
+        let is_bundle = matches!(&head[..read], b"# v2 git bundle\n" | b"# v3 git bundle\n");
+        let git = self.git();
+        let tip = if is_bundle {
+            let file = handed_out
+                .to_str()
+                .ok_or_else(|| anyhow!("{} is not UTF-8", handed_out.display()))?;
+            git.run(
+                &[
+                    "-c",
+                    "fetch.fsckObjects=true",
+                    "fetch",
+                    "--quiet",
+                    "--no-write-fetch-head",
+                    "--",
+                    file,
+                    &format!("+HEAD:{INCOMING}"),
+                ],
+                "fetch of the agent's commits",
+            )?;
+            git.output(
+                &["rev-parse", "--verify", &format!("{INCOMING}^{{commit}}")],
+                "rev-parse",
+            )
+            .map_err(|_| anyhow!("the sandbox's HEAD is not a commit"))?
+        } else {
+            let text = std::fs::read(handed_out)
+                .with_context(|| format!("cannot read {}", handed_out.display()))?;
+            let named = std::str::from_utf8(&text).unwrap_or_default().trim();
+            if !is_object_id(named) {
+                bail!("the sandbox handed out neither a bundle nor a commit id");
+            }
+            if !git.has_commit(named)? {
+                bail!("the sandbox named {named} as its HEAD but sent no commits");
+            }
+            named.to_string()
+        };
+        git.run(
+            &["update-ref", &format!("refs/heads/{}", self.branch), &tip],
+            "update-ref",
+        )?;
+        Ok(tip)
+    }
+
+    /// Pushes the work branch to `refs/heads/<branch>` on the remote URL. A no-op when the remote
+    /// already has that commit.
+    pub fn push(&self, creds: &Credentials) -> Result<()> {
+        let (branch, url) = (&self.branch, &self.remote);
+        let fail = |e: anyhow::Error| anyhow!("push of {branch} to {url} failed: {e:#}");
+        let head = self.tip()?;
+        let local = self.git();
+        let git = Git {
+            git_dir: Some(&self.git_dir),
+            creds: Some(creds),
+        };
+        let refname = format!("refs/heads/{branch}");
+        let advertised = git
+            .output(&["ls-remote", "--", url, &refname], "ls-remote")
+            .map_err(fail)?;
+        let remote_tip = advertised.lines().find_map(|line| {
+            let (sha, name) = line.split_once('\t')?;
+            (name == refname).then_some(sha)
+        });
+        if let Some(tip) = remote_tip {
+            // The remote tip may be a commit this repository has never fetched; then it cannot contain HEAD.
+            if tip == head || (local.has_commit(tip)? && local.is_ancestor(&head, tip)?) {
+                return Ok(());
+            }
+        }
+        git.run(
+            &[
+                "push",
+                "--quiet",
+                "--",
+                url,
+                &format!("{refname}:{refname}"),
+            ],
+            "push",
+        )
+        .map_err(fail)
+    }
+}
+
+/// A full hexadecimal object id (SHA-1 or SHA-256).
+fn is_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64)
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Branch names come from the planner and the config: refuse anything git could read as an option
 /// or that is no valid branch.
-fn check_branch_name(name: &str) -> Result<()> {
+pub fn check_branch_name(name: &str) -> Result<()> {
     let valid = !name.is_empty()
         && !name.starts_with('-')
         && Git::bare()
@@ -239,77 +376,38 @@ fn check_branch_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Gives the checkout to the agent user when we run as root, so the container can write it.
-fn chown_to_agent(dir: &Path) -> Result<()> {
-    if !rustix::process::geteuid().is_root() {
-        return Ok(());
-    }
-    chown_tree(dir).with_context(|| {
-        format!(
-            "cannot chown {} to {AGENT_UID}:{AGENT_GID} for the sandbox's agent user",
-            dir.display()
-        )
-    })
-}
-
-/// `chown -R` without following symlinks.
-fn chown_tree(path: &Path) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(AGENT_UID), Some(AGENT_GID))?;
-    if std::fs::symlink_metadata(path)?.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            chown_tree(&entry?.path())?;
-        }
-    }
-    Ok(())
-}
-
-/// One git invocation's settings: where it runs and, for commands that talk to the remote, who
-/// it authenticates as.
+/// One git invocation's settings: which repository (always named, never discovered) and, for
+/// commands that talk to the remote, who it authenticates as.
 struct Git<'a> {
-    dir: Option<&'a Path>,
+    git_dir: Option<&'a Path>,
     creds: Option<&'a Credentials>,
 }
 
 impl<'a> Git<'a> {
     fn bare() -> Git<'static> {
         Git {
-            dir: None,
+            git_dir: None,
             creds: None,
-        }
-    }
-
-    fn local(dir: &'a Path) -> Git<'a> {
-        Git {
-            dir: Some(dir),
-            creds: None,
-        }
-    }
-
-    fn remote(dir: &'a Path, creds: &'a Credentials) -> Git<'a> {
-        Git {
-            dir: Some(dir),
-            creds: Some(creds),
         }
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut config: Vec<(&str, &str)> = Vec::new();
+        // No hook runs, even one a future version of this file might let in.
+        let mut config: Vec<(&str, &str)> = vec![("core.hooksPath", "/dev/null")];
         if self.creds.is_some() {
             // An empty value resets the helper list: no inherited helper sees or stores the token.
             config.push(("credential.helper", ""));
             config.push(("credential.helper", CREDENTIAL_HELPER));
         }
-        if rustix::process::geteuid().is_root() {
-            // The checkout belongs to the agent user; git distrusts repositories owned by others.
-            config.push(("safe.directory", "*"));
-        }
         let mut cmd = Command::new("git");
-        if let Some(dir) = self.dir {
-            cmd.current_dir(dir);
-        }
         for var in REPOSITORY_VARS {
             cmd.env_remove(var);
         }
+        match self.git_dir {
+            Some(dir) => cmd.arg("--git-dir").arg(dir).current_dir(dir),
+            // Run where no repository can be discovered.
+            None => cmd.current_dir("/"),
+        };
         cmd.env("GIT_CONFIG_COUNT", config.len().to_string());
         for (i, (key, value)) in config.iter().enumerate() {
             cmd.env(format!("GIT_CONFIG_KEY_{i}"), key)
@@ -336,7 +434,7 @@ impl<'a> Git<'a> {
             return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
         }
         let where_ = self
-            .dir
+            .git_dir
             .map(|d| format!(" in {}", d.display()))
             .unwrap_or_default();
         let complaint = complaint(&String::from_utf8_lossy(&out.stderr));
@@ -354,7 +452,13 @@ impl<'a> Git<'a> {
     fn has_commit(&self, rev: &str) -> Result<bool> {
         let spec = format!("{rev}^{{commit}}");
         let status = self
-            .command(&["rev-parse", "--verify", "--quiet", &spec])
+            .command(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &spec,
+            ])
             .output()?
             .status;
         Ok(status.success())
@@ -392,7 +496,6 @@ fn complaint(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
 
     /// A bare remote with `main` holding one commit, reached over `file://`.
     struct Remote {
@@ -447,8 +550,8 @@ mod tests {
             (!out.is_empty()).then_some(out)
         }
 
-        fn checkout(&self, name: &str, branch: &str) -> Result<PathBuf> {
-            prepare_checkout(
+        fn repo(&self, name: &str, branch: &str) -> Result<WorkRepo> {
+            WorkRepo::prepare(
                 &self.path(name),
                 &self.url,
                 &creds("unused-token"),
@@ -465,18 +568,10 @@ mod tests {
         }
     }
 
-    /// Plain git for building fixtures; `safe.directory` because checkouts may belong to uid 1000.
     fn fixture_git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .current_dir(dir)
-            .args([
-                "-c",
-                "safe.directory=*",
-                "-c",
-                "user.name=Test",
-                "-c",
-                "user.email=test@localhost",
-            ])
+            .args(["-c", "user.name=Test", "-c", "user.email=test@localhost"])
             .args(args)
             .output()
             .unwrap();
@@ -488,7 +583,7 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    /// A commit touching a file named after `subject`, made as the agent would.
+    /// A commit touching a file named after `subject`.
     fn commit(dir: &Path, subject: &str) -> String {
         std::fs::write(dir.join(subject.replace(' ', "-")), subject).unwrap();
         fixture_git(dir, &["add", "--all"]);
@@ -496,8 +591,44 @@ mod tests {
         fixture_git(dir, &["rev-parse", "HEAD"])
     }
 
-    fn current_branch(dir: &Path) -> String {
-        fixture_git(dir, &["symbolic-ref", "--short", "HEAD"])
+    /// What a sandbox does: a checkout made from the seed bundle, commits, and what it hands out
+    /// (a bundle of the new commits), imported into `repo`. Returns the new tip.
+    fn agent_commits(repo: &WorkRepo, subjects: &[&str]) -> String {
+        let work = tempfile::tempdir().unwrap();
+        let seed = repo.scratch_file().unwrap();
+        repo.seed_bundle(seed.path()).unwrap();
+        let dir = work.path().join("checkout");
+        fixture_git(
+            work.path(),
+            &[
+                "clone",
+                "--quiet",
+                "-b",
+                &repo.branch,
+                seed.path().to_str().unwrap(),
+                "checkout",
+            ],
+        );
+        let known = repo.tip().unwrap();
+        for subject in subjects {
+            commit(&dir, subject);
+        }
+        let handed_out = repo.scratch_file().unwrap();
+        let status = Command::new("git")
+            .current_dir(&dir)
+            .args([
+                "bundle",
+                "create",
+                "--quiet",
+                "-",
+                "HEAD",
+                &format!("^{known}"),
+            ])
+            .stdout(handed_out.reopen().unwrap())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        repo.import(handed_out.path()).unwrap()
     }
 
     #[test]
@@ -513,90 +644,122 @@ mod tests {
     }
 
     #[test]
-    fn a_new_branch_starts_from_the_remote_base_as_an_independent_clone() {
+    fn a_new_branch_starts_from_the_remote_base_in_a_bare_repository_of_our_own() {
         let remote = Remote::new();
-        let dir = remote
-            .checkout("checkouts/issue-1", "sandcastle/issue-1")
-            .unwrap();
-        assert_eq!(current_branch(&dir), "sandcastle/issue-1");
-        assert_eq!(Some(head(&dir).unwrap()), remote.tip("main"));
-        assert!(new_commits(&dir, "main").unwrap().is_empty());
-        assert!(dir.join(".git").is_dir(), "a full clone, not a worktree");
+        let repo = remote.repo("issue-1.git", "sandcastle/issue-1").unwrap();
+        assert_eq!(Some(repo.tip().unwrap()), remote.tip("main"));
+        assert!(repo.new_commits().unwrap().is_empty());
+        let dir = remote.path("issue-1.git");
         assert_eq!(
-            fixture_git(&dir, &["config", "--local", "user.name"]),
-            "sandcastle"
+            fixture_git(&dir, &["rev-parse", "--is-bare-repository"]),
+            "true"
         );
-        assert_eq!(
-            fixture_git(&dir, &["config", "--local", "user.email"]),
-            "sandcastle@localhost"
+        assert_eq!(fixture_git(&dir, &["config", REMOTE_KEY]), remote.url);
+        assert!(
+            fixture_git(&dir, &["remote"]).is_empty(),
+            "no configured remote: pushes name the URL"
         );
-        if rustix::process::geteuid().is_root() {
-            for path in [dir.clone(), dir.join(".git/HEAD"), dir.join("initial")] {
-                let meta = std::fs::metadata(&path).unwrap();
-                assert_eq!(
-                    (meta.uid(), meta.gid()),
-                    (AGENT_UID, AGENT_GID),
-                    "{}",
-                    path.display()
-                );
-            }
-        }
     }
 
     #[test]
-    fn commits_are_listed_and_pushed_and_an_existing_remote_branch_is_resumed() {
+    fn the_agents_commits_are_imported_listed_pushed_and_resumed() {
         let remote = Remote::new();
         let branch = "sandcastle/issue-2";
-        let dir = remote.checkout("a", branch).unwrap();
-        let start = commit(&dir, "first change");
-        let tip = commit(&dir, "second change");
+        let repo = remote.repo("a.git", branch).unwrap();
+        let start = repo.tip().unwrap();
+        let tip = agent_commits(&repo, &["first change", "second change"]);
+        assert_eq!(repo.tip().unwrap(), tip);
         assert_eq!(
-            new_commits(&dir, "main").unwrap(),
+            repo.new_commits().unwrap(),
             ["first change", "second change"]
         );
-        assert_eq!(commits_between(&dir, &start).unwrap(), ["second change"]);
-        assert!(commits_between(&dir, &tip).unwrap().is_empty());
-        let err = commits_between(&dir, "").unwrap_err().to_string();
+        assert_eq!(
+            repo.commits_since(&start).unwrap(),
+            ["first change", "second change"]
+        );
+        assert!(repo.commits_since(&tip).unwrap().is_empty());
+        let err = repo.commits_since("").unwrap_err().to_string();
         assert!(err.contains("no commit \"\" to list changes from"), "{err}");
 
-        push(&dir, &creds("unused-token"), branch).unwrap();
+        repo.push(&creds("unused-token")).unwrap();
         assert_eq!(remote.tip(branch), Some(tip.clone()));
 
-        // A fresh checkout elsewhere picks the work up from the remote branch.
-        let resumed = remote.checkout("b", branch).unwrap();
-        assert_eq!(head(&resumed).unwrap(), tip);
+        // A fresh repository elsewhere picks the work up from the remote branch.
+        let resumed = remote.repo("b.git", branch).unwrap();
+        assert_eq!(resumed.tip().unwrap(), tip);
         assert_eq!(
-            new_commits(&resumed, "main").unwrap(),
+            resumed.new_commits().unwrap(),
             ["first change", "second change"]
         );
+    }
+
+    #[test]
+    fn an_import_is_a_bundle_or_a_commit_the_repository_has_and_nothing_else() {
+        let remote = Remote::new();
+        let repo = remote.repo("a.git", "sandcastle/issue-3").unwrap();
+        let start = repo.tip().unwrap();
+        let first = agent_commits(&repo, &["one"]);
+        let file = repo.scratch_file().unwrap();
+
+        // Nothing new: the sandbox names the tip it already had.
+        std::fs::write(file.path(), format!("{first}\n")).unwrap();
+        assert_eq!(repo.import(file.path()).unwrap(), first);
+        // A rewind to a commit the repository has is followed.
+        std::fs::write(file.path(), format!("{start}\n")).unwrap();
+        assert_eq!(repo.import(file.path()).unwrap(), start);
+        assert_eq!(repo.tip().unwrap(), start);
+
+        for (content, says) in [
+            (
+                "0123456789abcdef0123456789abcdef01234567\n".to_string(),
+                "sent no commits",
+            ),
+            (
+                "../../etc/passwd".to_string(),
+                "neither a bundle nor a commit id",
+            ),
+            (String::new(), "neither a bundle nor a commit id"),
+            (
+                "# v2 git bundle\nnot really\n".to_string(),
+                "fetch of the agent's commits",
+            ),
+        ] {
+            std::fs::write(file.path(), &content).unwrap();
+            let err = repo.import(file.path()).unwrap_err().to_string();
+            assert!(err.contains(says), "{content:?}: {err}");
+            assert!(!err.contains('\n'), "{err:?}");
+            assert_eq!(repo.tip().unwrap(), start, "the branch is untouched");
+        }
     }
 
     #[test]
     fn pushing_what_the_remote_already_has_sends_nothing() {
         let remote = Remote::new();
         let branch = "sandcastle/issue-3";
-        let dir = remote.checkout("a", branch).unwrap();
-        commit(&dir, "change");
-        push(&dir, &creds("unused-token"), branch).unwrap();
+        let repo = remote.repo("a.git", branch).unwrap();
+        agent_commits(&repo, &["change"]);
+        repo.push(&creds("unused-token")).unwrap();
         // From now on the remote refuses every push: a second push must not try.
         let hook = remote.path("remote.git/hooks/pre-receive");
         std::fs::write(&hook, "#!/bin/sh\necho refused by test >&2\nexit 1\n").unwrap();
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        push(&dir, &creds("unused-token"), branch).unwrap();
+        repo.push(&creds("unused-token")).unwrap();
 
-        // HEAD behind the remote tip: the remote already contains it.
-        let ahead = remote.checkout("b", branch).unwrap();
-        commit(&ahead, "later change");
+        // The branch behind the remote tip: the remote already contains it.
+        let ahead = remote.repo("b.git", branch).unwrap();
+        agent_commits(&ahead, &["later change"]);
         std::fs::remove_file(&hook).unwrap();
-        push(&ahead, &creds("unused-token"), branch).unwrap();
+        ahead.push(&creds("unused-token")).unwrap();
         std::fs::write(&hook, "#!/bin/sh\nexit 1\n").unwrap();
-        fixture_git(&dir, &["fetch", "--quiet", "origin"]);
-        push(&dir, &creds("unused-token"), branch).unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let again = remote.repo("a.git", branch).unwrap();
+        again.push(&creds("unused-token")).unwrap();
 
         // And a push that is needed fails while the hook refuses.
-        commit(&dir, "conflicting change");
-        assert!(push(&dir, &creds("unused-token"), branch).is_err());
+        agent_commits(&again, &["refused change"]);
+        assert!(again.push(&creds("unused-token")).is_err());
     }
 
     #[test]
@@ -604,58 +767,54 @@ mod tests {
         let remote = Remote::new();
         let branch = "sandcastle/issue-4";
         // Never pushed: the remote has no branch at all.
-        let dir = remote.checkout("a", branch).unwrap();
-        let unpushed = commit(&dir, "unpushed work");
-        let again = remote.checkout("a", branch).unwrap();
-        assert_eq!(head(&again).unwrap(), unpushed);
+        let repo = remote.repo("a.git", branch).unwrap();
+        let unpushed = agent_commits(&repo, &["unpushed work"]);
+        let again = remote.repo("a.git", branch).unwrap();
+        assert_eq!(again.tip().unwrap(), unpushed);
 
         // Pushed once, then more local work: the local branch is ahead of origin.
-        push(&dir, &creds("unused-token"), branch).unwrap();
-        let ahead = commit(&dir, "more unpushed work");
-        fixture_git(&dir, &["checkout", "--quiet", "main"]);
-        let again = remote.checkout("a", branch).unwrap();
-        assert_eq!(current_branch(&again), branch);
-        assert_eq!(head(&again).unwrap(), ahead);
+        again.push(&creds("unused-token")).unwrap();
+        let ahead = agent_commits(&again, &["more unpushed work"]);
+        let resumed = remote.repo("a.git", branch).unwrap();
+        assert_eq!(resumed.tip().unwrap(), ahead);
         assert_eq!(
-            new_commits(&again, "main").unwrap(),
+            resumed.new_commits().unwrap(),
             ["unpushed work", "more unpushed work"]
         );
     }
 
     #[test]
-    fn an_existing_checkout_moves_forward_to_the_remote_branch() {
+    fn an_existing_repository_moves_forward_to_the_remote_branch() {
         let remote = Remote::new();
         let branch = "sandcastle/issue-5";
-        let dir = remote.checkout("a", branch).unwrap();
-        commit(&dir, "one");
-        push(&dir, &creds("unused-token"), branch).unwrap();
-        let other = remote.checkout("b", branch).unwrap();
-        let newer = commit(&other, "two");
-        push(&other, &creds("unused-token"), branch).unwrap();
+        let repo = remote.repo("a.git", branch).unwrap();
+        agent_commits(&repo, &["one"]);
+        repo.push(&creds("unused-token")).unwrap();
+        let other = remote.repo("b.git", branch).unwrap();
+        let newer = agent_commits(&other, &["two"]);
+        other.push(&creds("unused-token")).unwrap();
 
-        let again = remote.checkout("a", branch).unwrap();
-        assert_eq!(head(&again).unwrap(), newer);
+        let again = remote.repo("a.git", branch).unwrap();
+        assert_eq!(again.tip().unwrap(), newer);
     }
 
     #[test]
     fn diverged_branches_are_an_error_not_a_silent_reset() {
         let remote = Remote::new();
         let branch = "sandcastle/issue-6";
-        let dir = remote.checkout("a", branch).unwrap();
-        commit(&dir, "one");
-        push(&dir, &creds("unused-token"), branch).unwrap();
-        let other = remote.checkout("b", branch).unwrap();
-        commit(&other, "theirs");
-        push(&other, &creds("unused-token"), branch).unwrap();
-        let ours = commit(&dir, "ours");
+        let repo = remote.repo("a.git", branch).unwrap();
+        agent_commits(&repo, &["one"]);
+        repo.push(&creds("unused-token")).unwrap();
+        let other = remote.repo("b.git", branch).unwrap();
+        agent_commits(&other, &["theirs"]);
+        other.push(&creds("unused-token")).unwrap();
+        let ours = agent_commits(&repo, &["ours"]);
 
-        let err = remote.checkout("a", branch).unwrap_err().to_string();
+        let err = remote.repo("a.git", branch).err().unwrap().to_string();
         assert!(err.contains("have diverged"), "{err}");
-        assert_eq!(head(&dir).unwrap(), ours, "local work kept");
+        assert_eq!(repo.tip().unwrap(), ours, "local work kept");
 
-        let err = push(&dir, &creds("unused-token"), branch)
-            .unwrap_err()
-            .to_string();
+        let err = repo.push(&creds("unused-token")).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!("push of {branch} to {} failed: ", remote.url)),
             "{err}"
@@ -668,69 +827,67 @@ mod tests {
     fn bad_inputs_are_one_line_errors() {
         let remote = Remote::new();
         let other = Remote::new();
-        remote.checkout("a", "sandcastle/issue-7").unwrap();
-        let wrong_origin = prepare_checkout(
-            &remote.path("a"),
+        remote.repo("a.git", "sandcastle/issue-7").unwrap();
+        let wrong_origin = WorkRepo::prepare(
+            &remote.path("a.git"),
             &other.url,
             &creds("tok"),
             "sandcastle/issue-7",
             "main",
         );
-        assert!(
-            wrong_origin
-                .unwrap_err()
-                .to_string()
-                .contains("is a clone of")
-        );
+        let err = wrong_origin.err().unwrap().to_string();
+        assert!(err.contains("is a repository of"), "{err}");
 
         std::fs::create_dir(remote.path("junk")).unwrap();
         std::fs::write(remote.path("junk/file"), "x").unwrap();
-        let not_a_clone = remote
-            .checkout("junk", "sandcastle/issue-7")
-            .unwrap_err()
+        let junk = remote
+            .repo("junk", "sandcastle/issue-7")
+            .err()
+            .unwrap()
             .to_string();
         assert!(
-            not_a_clone.contains("exists but is not a git clone"),
-            "{not_a_clone}"
+            junk.contains("is not a sandcastle work repository"),
+            "{junk}"
         );
 
-        let no_base = prepare_checkout(
-            &remote.path("c"),
+        let no_base = WorkRepo::prepare(
+            &remote.path("c.git"),
             &remote.url,
             &creds("tok"),
             "x",
             "develop",
         );
-        assert!(
-            no_base
-                .unwrap_err()
-                .to_string()
-                .contains("the remote has no branch develop")
-        );
+        let err = no_base.err().unwrap().to_string();
+        assert!(err.contains("the remote has no branch develop"), "{err}");
+        assert!(!remote.path("c.git").exists(), "nothing half-written");
 
         for name in ["-f", "a..b", "with space", ""] {
-            let err = remote.checkout("d", name).unwrap_err().to_string();
+            let err = remote.repo("d.git", name).err().unwrap().to_string();
             assert!(err.contains("is not a valid git branch name"), "{err}");
         }
 
-        let unreachable = prepare_checkout(
-            &remote.path("e"),
+        let unreachable = WorkRepo::prepare(
+            &remote.path("e.git"),
             "file:///nonexistent/repo.git",
             &creds("tok"),
             "x",
             "main",
         );
-        let err = unreachable.unwrap_err().to_string();
-        assert!(err.starts_with("git clone into /"), "{err}");
+        let err = unreachable.err().unwrap().to_string();
+        assert!(
+            err.starts_with("git fetch from file:///nonexistent/repo.git in /"),
+            "{err}"
+        );
         assert!(!err.contains('\n'), "{err:?}");
-        assert!(!remote.path("e").exists(), "nothing half-written");
+        assert!(!remote.path("e.git").exists(), "nothing half-written");
     }
 
     #[test]
     fn credentials_come_from_the_environment_and_replace_inherited_helpers() {
         let remote = Remote::new();
-        let dir = remote.checkout("a", "sandcastle/issue-8").unwrap();
-        // A helper the clone inherited must not see or store the token.
+        remote.repo("a.git", "sandcastle/issue-8").unwrap();
+        let dir = remote.path("a.git");
+        // A helper configured in the repository must not see or store the token.
         let store = remote.path("stored-credentials");
         fixture_git(
             &dir,
@@ -742,7 +899,10 @@ mod tests {
         );
         let token = "tok-1234567890";
         let creds = creds(token);
-        let git = Git::remote(&dir, &creds);
+        let git = Git {
+            git_dir: Some(&dir),
+            creds: Some(&creds),
+        };
 
         let mut fill = git.command(&["credential", "fill"]);
         let shown: Vec<String> = fill
@@ -783,10 +943,11 @@ mod tests {
         let branch = "sandcastle/issue-9";
         let bot = creds(&token);
 
-        let dir = prepare_checkout(&tmp.path().join("a"), &url, &bot, branch, "main").unwrap();
-        assert!(!fixture_git(&dir, &["config", "--list"]).contains(&token));
-        let pushed = commit(&dir, "over http");
-        push(&dir, &bot, branch).unwrap();
+        let repo =
+            WorkRepo::prepare(&tmp.path().join("a.git"), &url, &bot, branch, "main").unwrap();
+        assert!(!fixture_git(&tmp.path().join("a.git"), &["config", "--list"]).contains(&token));
+        let pushed = agent_commits(&repo, &["over http"]);
+        repo.push(&bot).unwrap();
         let tip = || fixture_git(&bare, &["rev-parse", &format!("refs/heads/{branch}")]);
         assert_eq!(tip(), pushed);
         let pushes = recorded_pushes(&forge, 1);
@@ -797,17 +958,18 @@ mod tests {
 
         // Already there: nothing is sent. The forge refuses this token (see below), so a push
         // that was attempted would fail.
-        push(&dir, &creds("wrong-token-0123456789"), branch).unwrap();
+        repo.push(&creds("wrong-token-0123456789")).unwrap();
         assert_eq!(forge.push_count(), 1);
 
-        // A fresh checkout over HTTP resumes from the pushed branch.
-        let resumed = prepare_checkout(&tmp.path().join("b"), &url, &bot, branch, "main").unwrap();
-        assert_eq!(head(&resumed).unwrap(), pushed);
+        // A fresh repository over HTTP resumes from the pushed branch.
+        let resumed =
+            WorkRepo::prepare(&tmp.path().join("b.git"), &url, &bot, branch, "main").unwrap();
+        assert_eq!(resumed.tip().unwrap(), pushed);
 
         // A rejected token: one line naming branch and remote, never the token.
-        commit(&dir, "refused");
+        agent_commits(&repo, &["refused"]);
         let wrong = creds("wrong-token-0123456789");
-        let err = push(&dir, &wrong, branch).unwrap_err().to_string();
+        let err = repo.push(&wrong).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!("push of {branch} to {url} failed: ")),
             "{err}"

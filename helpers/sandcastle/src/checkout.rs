@@ -1,0 +1,91 @@
+//! The agent's checkout, which exists only inside its sandbox: made there from a bundle of the
+//! orchestrator's work repository, and its commits handed back out as a bundle (or a commit id).
+//!
+//! The scripts below run inside the container as the agent user, on files the agent controls;
+//! whatever they print reaches the host only as bytes in a file the host creates, which
+//! `WorkRepo::import` checks before anything of it is used. The host never runs git on the
+//! checkout, so nothing the agent writes into it (hooks, config, a missing `.git`) acts on the host.
+use crate::git::WorkRepo;
+use crate::sandbox::{Sandbox, WORKSPACE};
+use anyhow::{Context, Result};
+
+/// Where the seed bundle is written inside the container.
+const SEED_PATH: &str = "/tmp/sandcastle-seed.bundle";
+
+/// The largest bundle taken out of a sandbox.
+const MAX_BUNDLE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// `sh -c SEED sh <branch> <base> <remote URL> <workspace> <bundle>`: a fresh checkout of the work
+/// branch, with `origin/<base>` for the agent's `git log origin/<base>..HEAD`.
+const SEED: &str = r#"set -eu
+branch=$1 base=$2 url=$3 workspace=$4 bundle=$5
+rm -rf "$workspace"
+mkdir -p "$workspace"
+cd "$workspace"
+git init --quiet
+git fetch --quiet --update-head-ok --no-write-fetch-head "$bundle" \
+  "+refs/heads/$branch:refs/heads/$branch" "+refs/remotes/origin/$base:refs/remotes/origin/$base"
+git symbolic-ref HEAD "refs/heads/$branch"
+git reset --quiet --hard
+git config user.name sandcastle
+git config user.email sandcastle@localhost
+git remote add origin "$url"
+rm -f "$bundle""#;
+
+/// `sh -c HAND_OUT sh <workspace> <tip the host has>`: a bundle of HEAD's commits the host lacks,
+/// or HEAD's id alone when the host has it already.
+const HAND_OUT: &str = r#"set -eu
+export GIT_DIR="$1/.git"
+if [ ! -d "$GIT_DIR" ]; then echo "the checkout has no .git directory any more" >&2; exit 3; fi
+head=$(git rev-parse --verify --quiet 'HEAD^{commit}') || { echo "the checkout's HEAD is not a commit" >&2; exit 3; }
+if git merge-base --is-ancestor "$head" "$2" 2>/dev/null; then printf '%s\n' "$head"; exit 0; fi
+exec git bundle create --quiet - HEAD "^$2""#;
+
+/// Makes the agent's checkout of `repo`'s work branch in the sandbox.
+pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
+    let bundle = repo.scratch_file()?;
+    repo.seed_bundle(bundle.path())?;
+    sandbox
+        .copy_in(bundle.path(), SEED_PATH)
+        .context("cannot copy the work into the sandbox")?;
+    let argv = [
+        "sh",
+        "-c",
+        SEED,
+        "sh",
+        &repo.branch,
+        &repo.base,
+        remote,
+        WORKSPACE,
+        SEED_PATH,
+    ];
+    let out = sandbox
+        .exec_at("/", &argv)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("cannot run `docker exec` to make the checkout")?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let reason = stderr
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no error output");
+        anyhow::bail!("cannot make the checkout in the sandbox: {}", reason.trim());
+    }
+    Ok(())
+}
+
+/// Brings the agent's commits into `repo` as its work branch; returns the new tip. A checkout the
+/// agent broke (no `.git`, no commit at HEAD) is an error naming what is wrong.
+pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<String> {
+    let known = repo.tip()?;
+    let handed_out = repo.scratch_file()?;
+    let argv = ["sh", "-c", HAND_OUT, "sh", WORKSPACE, &known];
+    sandbox
+        .read_out(&argv, handed_out.path(), MAX_BUNDLE_BYTES)
+        .and_then(|()| repo.import(handed_out.path()))
+        .context("cannot take the agent's commits out of the sandbox")
+}
+
+#[cfg(test)]
+mod docker_tests;
