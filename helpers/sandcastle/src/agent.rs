@@ -272,7 +272,7 @@ struct FinalResult {
 impl Seen {
     fn take(&mut self, event: Event, redact: &Redactor, on_event: &mut dyn FnMut(AgentEvent)) {
         match event {
-            Event::Init { session_id, .. } if !session_id.is_empty() => {
+            Event::Init { session_id, .. } if is_session_id(&session_id) => {
                 self.session_id = Some(session_id);
             }
             Event::ToolUse { name, summary } => {
@@ -294,7 +294,7 @@ impl Seen {
                 session_id,
                 usage,
             } => {
-                if !session_id.is_empty() {
+                if is_session_id(&session_id) {
                     self.session_id = Some(session_id);
                 }
                 on_event(AgentEvent::Usage(&usage));
@@ -407,22 +407,48 @@ fn kill_agent_processes(sandbox: &Sandbox) {
         .output();
 }
 
-/// Copies the session file out of the container into `sessions_dir`, redacted. `None` when Claude
-/// Code wrote none (it failed before its first turn): the next iteration starts a fresh session.
+/// The largest session file taken out of a sandbox.
+const MAX_SESSION_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Prints the session file named by `$1` if it is a regular file (not a link, not anything else).
+/// It runs in the sandbox, so a link could only point at the container's own files; the host
+/// refuses it all the same and only ever receives bytes.
+const PRINT_REGULAR_FILE: &str = r#"if [ -L "$1" ] || [ ! -f "$1" ]; then echo "$1 is not a regular file" >&2; exit 3; fi; exec cat -- "$1""#;
+
+/// Claude Code names sessions with UUIDs; anything else from the stream is refused, so it can never
+/// become a path.
+fn is_session_id(id: &str) -> bool {
+    uuid::Uuid::try_parse(id).is_ok_and(|uuid| uuid.hyphenated().to_string() == id)
+}
+
+/// Takes the session file out of the container into `sessions_dir`, redacted. `None` when there is
+/// none to take (Claude Code failed before its first turn, or the file is not a regular file): the
+/// next iteration starts a fresh session.
 fn save_session(
     sandbox: &Sandbox,
     session_id: &str,
     sessions_dir: &Path,
     redact: &Redactor,
 ) -> Option<SavedSession> {
+    if !is_session_id(session_id) {
+        return None;
+    }
     let file = sessions_dir.join(format!("{session_id}.jsonl"));
     let raw = sessions_dir.join(format!(".{session_id}.jsonl.raw"));
-    let copied = sandbox.copy_out(&session_path_in_container(session_id), &raw);
-    let saved = copied.and_then(|()| {
-        let text = std::fs::read_to_string(&raw)?;
-        std::fs::write(&file, redact.redact(&text))?;
-        Ok(())
-    });
+    let argv = [
+        "sh",
+        "-c",
+        PRINT_REGULAR_FILE,
+        "sh",
+        &session_path_in_container(session_id),
+    ];
+    let saved = sandbox
+        .read_out(&argv, &raw, MAX_SESSION_BYTES)
+        .and_then(|()| {
+            let bytes = std::fs::read(&raw)?;
+            std::fs::write(&file, redact.redact(&String::from_utf8_lossy(&bytes)))?;
+            Ok(())
+        });
     let _ = std::fs::remove_file(&raw);
     saved.ok().map(|()| SavedSession {
         session_id: session_id.to_string(),
@@ -469,6 +495,32 @@ mod tests {
         );
     }
 
+    /// A session id comes from the stream, which the agent controls: only a UUID can become part of a
+    /// host path.
+    #[test]
+    fn session_ids_that_are_not_uuids_are_refused() {
+        assert!(is_session_id("3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b"));
+        for hostile in [
+            "../../../../etc/passwd",
+            "3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b/../../x",
+            "3DE6A402-1C39-4B8E-9F3A-0C2D4E5F6A7B",
+            "3de6a4021c394b8e9f3a0c2d4e5f6a7b",
+            "{3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b}",
+            "",
+        ] {
+            assert!(!is_session_id(hostile), "{hostile}");
+        }
+        let redact = Redactor::new(&crate::secrets::EnvFile::default());
+        let mut seen = Seen::default();
+        for line in [
+            r#"{"type":"system","subtype":"init","session_id":"../../etc/passwd","model":"m"}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"x","session_id":"/root/.ssh/id_rsa"}"#,
+        ] {
+            seen.take(parse_line(line), &redact, &mut |_| {});
+        }
+        assert_eq!(seen.session_id, None);
+    }
+
     #[test]
     fn durations_read_like_the_config() {
         assert_eq!(short_duration(Duration::from_secs(3)), "3s");
@@ -487,10 +539,10 @@ mod tests {
         let mut costs = Vec::new();
         let mut seen = Seen::default();
         let lines = [
-            r#"{"type":"system","subtype":"init","session_id":"s-1","model":"m"}"#,
+            r#"{"type":"system","subtype":"init","session_id":"3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b","model":"m"}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"echo hunter2-value"}}]}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok hunter2-value <promise>COMPLETE</promise>"}]}}"#,
-            r#"{"type":"result","subtype":"success","is_error":false,"result":"done hunter2-value","session_id":"s-1","total_cost_usd":0.25}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"done hunter2-value","session_id":"3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b","total_cost_usd":0.25}"#,
         ];
         for line in lines {
             seen.take(parse_line(line), &redact, &mut |event| match event {
@@ -498,7 +550,10 @@ mod tests {
                 AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
             });
         }
-        assert_eq!(seen.session_id.as_deref(), Some("s-1"));
+        assert_eq!(
+            seen.session_id.as_deref(),
+            Some("3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b")
+        );
         assert_eq!(calls, ["Bash: echo [redacted]"]);
         assert_eq!(costs, [0.25]);
         assert!(seen.signal_in_text);

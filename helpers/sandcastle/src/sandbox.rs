@@ -3,13 +3,17 @@
 //! Secrets never appear in a docker argument: variables are passed by name (`-e NAME`) and their
 //! values are set on the environment of the `docker` process itself, which hands them to the engine.
 use anyhow::{Context, Result, bail};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Where the checkout is mounted inside every sandbox, and the agent's working directory.
+/// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
+/// host directory), and the agent's working directory.
 pub const WORKSPACE: &str = "/home/agent/workspace";
 /// The docker label that marks every container of one run: `sandcastle.run=<run id>`.
 pub const RUN_LABEL: &str = "sandcastle.run";
+/// The docker label naming the project directory a container works for.
+pub const PROJECT_LABEL: &str = "sandcastle.project";
 /// The user agents run as (uid 1000 in the image).
 const AGENT_USER: &str = "agent";
 
@@ -17,19 +21,28 @@ const AGENT_USER: &str = "agent";
 pub struct SandboxSpec<'a> {
     pub image: &'a str,
     pub run_id: &'a str,
+    /// The project directory, recorded as a label so a project's containers can be found.
+    pub project: &'a Path,
     /// `issue-42` or `pr-7`; part of the container name.
     pub key: &'a str,
-    pub checkout: &'a Path,
     pub network: &'a str,
     pub memory: &'a str,
     pub pids_limit: u32,
     /// `host:container` pairs, mounted read-only.
     pub mounts: &'a [String],
-    /// Variables passed into the container by name (values come from the docker CLI's environment,
-    /// never from its arguments).
+    /// Variables every `docker exec` passes by name (values come from the docker CLI's environment,
+    /// never from its arguments). The container itself is created without any, so `docker inspect`
+    /// shows none.
     pub env: &'a [(String, String)],
-    /// The forge's base URL, given to `configure-tea --url`.
-    pub forge_url: &'a str,
+    /// The read-only forge login `configure-tea` sets up for `tea`, if the project has one.
+    pub tea: Option<&'a TeaLogin<'a>>,
+}
+
+/// What `configure-tea --url` gets, for one `docker exec` only.
+pub struct TeaLogin<'a> {
+    pub url: &'a str,
+    pub user: &'a str,
+    pub token: &'a str,
 }
 
 pub struct Sandbox {
@@ -39,27 +52,18 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// `docker run -d` with `--cap-drop ALL`, `--security-opt no-new-privileges`, `--pids-limit`,
-    /// `--memory`, `--network`, `--label sandcastle.run=<id>`, the checkout at WORKSPACE, then runs
-    /// `configure-tea` inside as the agent user (when `FORGEJO_TOKEN` and `FORGEJO_USER` are passed).
+    /// `--memory`, `--network`, the run and project labels, and no variable, then runs
+    /// `configure-tea` inside as the agent user when the project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
-        let checkout = spec.checkout.canonicalize().with_context(|| {
-            format!(
-                "the checkout {} for {} does not exist: prepare it before starting the sandbox",
-                spec.checkout.display(),
-                spec.key
-            )
-        })?;
-        let mut command = Command::new("docker");
-        command
-            .args(run_args(spec, &checkout)?)
-            .envs(spec.env.iter().map(|(name, value)| (name, value)));
-        let id = output(&mut command, "docker run")?;
+        let id = output(Command::new("docker").args(run_args(spec)?), "docker run")?;
         let sandbox = Sandbox {
             id,
             env: spec.env.to_vec(),
         };
-        if let Err(error) = sandbox.configure_tea(spec.forge_url) {
-            // Best effort: the container is useless without tea, and the error that matters is above.
+        if let Some(tea) = spec.tea
+            && let Err(error) = sandbox.configure_tea(tea)
+        {
+            // Best effort: the error that matters is the one above.
             let _ = output(
                 Command::new("docker").args(["rm", "-f", &sandbox.id]),
                 "docker rm",
@@ -76,8 +80,13 @@ impl Sandbox {
 
     /// A `docker exec -i -u agent -w WORKSPACE [-e NAME ...] <id> <argv>` command, ready to spawn.
     pub fn exec_command(&self, argv: &[&str]) -> Command {
+        self.exec_at(WORKSPACE, argv)
+    }
+
+    /// `exec_command` in another working directory.
+    pub fn exec_at(&self, workdir: &str, argv: &[&str]) -> Command {
         let mut command = Command::new("docker");
-        command.args(["exec", "-i", "-u", AGENT_USER, "-w", WORKSPACE]);
+        command.args(["exec", "-i", "-u", AGENT_USER, "-w", workdir]);
         for (name, value) in &self.env {
             command.args(["-e", name]).env(name, value);
         }
@@ -85,20 +94,54 @@ impl Sandbox {
         command
     }
 
-    /// `docker cp` from the container to the host (parent directories are created).
-    pub fn copy_out(&self, container_path: &str, host_path: &Path) -> Result<()> {
-        if let Some(parent) = host_path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create the directory {}", parent.display()))?;
+    /// Runs `argv` in the sandbox and writes what it prints to `dest`, a new file the host creates
+    /// (never one the sandbox named, never a link), at most `limit` bytes. Only bytes cross: the
+    /// host follows no path and runs nothing that comes out. A non-zero exit is an error with the
+    /// first line the command printed on stderr.
+    pub fn read_out(&self, argv: &[&str], dest: &Path, limit: u64) -> Result<()> {
+        use std::io::{Read, Write};
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .create(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(dest)
+            .with_context(|| format!("cannot write {}", dest.display()))?;
+        let mut child = self
+            .exec_at("/", argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot run `docker exec`: {e}"))?;
+        let stderr = child.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = pipe.by_ref().take(64 * 1024).read_to_string(&mut text);
+                text
+            })
+        });
+        let mut stdout = child.stdout.take().expect("piped").take(limit + 1);
+        let copied = std::io::copy(&mut stdout, &mut file).and_then(|n| file.flush().map(|()| n));
+        drop(stdout);
+        if copied.as_ref().is_ok_and(|&n| n > limit) {
+            let _ = child.kill();
         }
-        output(
-            Command::new("docker")
-                .arg("cp")
-                .arg(format!("{}:{container_path}", self.id))
-                .arg(host_path),
-            "docker cp",
-        )
-        .map(drop)
+        let status = child.wait().context("cannot wait for `docker exec`")?;
+        let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        let copied = copied.with_context(|| format!("cannot write {}", dest.display()))?;
+        if copied > limit {
+            bail!("the sandbox handed out more than {limit} bytes; refused");
+        }
+        if !status.success() {
+            let reason = stderr
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("no error output");
+            bail!("{reason} ({status})");
+        }
+        Ok(())
     }
 
     /// Copies one host file into the container (parent directories created), owned by the agent
@@ -129,22 +172,27 @@ impl Sandbox {
         .map(drop)
     }
 
-    fn configure_tea(&self, forge_url: &str) -> Result<()> {
-        let passed = |name: &str| self.env.iter().any(|(key, _)| key == name);
-        if !(passed("FORGEJO_TOKEN") && passed("FORGEJO_USER")) {
-            return Ok(());
-        }
-        let mut command = self.exec_command(&["configure-tea", "--url", forge_url]);
+    /// The login goes in for this one `docker exec`, by name: `tea`'s config in the sandbox then
+    /// holds it, and no other process of the sandbox gets it in its environment.
+    fn configure_tea(&self, tea: &TeaLogin) -> Result<()> {
+        let mut command = Command::new("docker");
+        command
+            .args(["exec", "-i", "-u", AGENT_USER, "-w", "/"])
+            .args(["-e", "FORGEJO_USER", "-e", "FORGEJO_TOKEN"])
+            .env("FORGEJO_USER", tea.user)
+            .env("FORGEJO_TOKEN", tea.token)
+            .arg(&self.id)
+            .args(["configure-tea", "--url", tea.url]);
         output(&mut command, "configure-tea").map(drop).map_err(|error| {
             anyhow::anyhow!(
-                "{error} in the sandbox: check FORGEJO_USER, FORGEJO_TOKEN and forgeHost, and that the image has configure-tea"
+                "{error} in the sandbox: check FORGEJO_AGENT_TOKEN and forgeHost, and that the image has configure-tea"
             )
         })
     }
 }
 
-/// The arguments of `docker run` for `spec`, with `checkout` already absolute.
-fn run_args(spec: &SandboxSpec, checkout: &Path) -> Result<Vec<String>> {
+/// The arguments of `docker run` for `spec`: no variable and no mount but the read-only `mounts`.
+fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
     let mut args: Vec<String> = vec![
         "run".into(),
         "-d".into(),
@@ -152,6 +200,8 @@ fn run_args(spec: &SandboxSpec, checkout: &Path) -> Result<Vec<String>> {
         container_name(spec.run_id, spec.key),
         "--label".into(),
         format!("{RUN_LABEL}={}", spec.run_id),
+        "--label".into(),
+        format!("{PROJECT_LABEL}={}", spec.project.display()),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),
@@ -162,8 +212,6 @@ fn run_args(spec: &SandboxSpec, checkout: &Path) -> Result<Vec<String>> {
         spec.memory.into(),
         "--network".into(),
         spec.network.into(),
-        "-v".into(),
-        format!("{}:{WORKSPACE}", checkout.display()),
     ];
     for mount in spec.mounts {
         let Some((host, container)) = mount.split_once(':') else {
@@ -182,9 +230,6 @@ fn run_args(spec: &SandboxSpec, checkout: &Path) -> Result<Vec<String>> {
             );
         }
         args.extend(["-v".into(), format!("{}:{container}:ro", host.display())]);
-    }
-    for (name, _) in spec.env {
-        args.extend(["-e".into(), name.clone()]);
     }
     args.push(spec.image.into());
     Ok(args)
@@ -316,43 +361,47 @@ mod tests {
     use super::*;
 
     fn spec<'a>(
-        checkout: &'a Path,
+        project: &'a Path,
         mounts: &'a [String],
         env: &'a [(String, String)],
     ) -> SandboxSpec<'a> {
         SandboxSpec {
             image: "sandcastle:test",
             run_id: "20261202T130405Z-1",
+            project,
             key: "issue-42",
-            checkout,
             network: "host",
             memory: "4g",
             pids_limit: 1024,
             mounts,
             env,
-            forge_url: "http://127.0.0.1:3000",
+            tea: None,
         }
     }
 
     #[test]
-    fn run_args_confine_the_container_and_carry_env_names_only() {
+    fn run_args_confine_the_container_and_carry_no_variable_and_no_checkout() {
         let dir = tempfile::tempdir().unwrap();
-        let env = [("FORGEJO_TOKEN".to_string(), "s3cret-token".to_string())];
+        let env = [("ANTHROPIC_API_KEY".to_string(), "s3cret-key".to_string())];
         let mounts = [format!("{}:/nix/store", dir.path().display())];
-        let args = run_args(&spec(dir.path(), &mounts, &env), dir.path()).unwrap();
+        let args = run_args(&spec(dir.path(), &mounts, &env)).unwrap();
         let joined = args.join(" ");
         for expected in [
             "run -d --name sandcastle-20261202T130405Z-1-issue-42",
             "--label sandcastle.run=20261202T130405Z-1",
+            &format!("--label sandcastle.project={}", dir.path().display()),
             "--cap-drop ALL --security-opt no-new-privileges",
             "--pids-limit 1024 --memory 4g --network host",
-            &format!("-v {}:/home/agent/workspace", dir.path().display()),
-            &format!("-v {}:/nix/store:ro", dir.path().display()),
-            "-e FORGEJO_TOKEN sandcastle:test",
+            &format!("-v {}:/nix/store:ro sandcastle:test", dir.path().display()),
         ] {
             assert!(joined.contains(expected), "{expected:?} not in {joined:?}");
         }
-        assert!(!joined.contains("s3cret-token"));
+        assert!(
+            !args.iter().any(|a| a == "-e"),
+            "no variable at creation: {joined}"
+        );
+        assert_eq!(args.iter().filter(|a| *a == "-v").count(), 1, "{joined}");
+        assert!(!joined.contains("s3cret-key"));
     }
 
     #[test]
@@ -409,7 +458,7 @@ mod tests {
             ),
         ] {
             let mounts = [mount.clone()];
-            let err = run_args(&spec(dir.path(), &mounts, &[]), dir.path())
+            let err = run_args(&spec(dir.path(), &mounts, &[]))
                 .unwrap_err()
                 .to_string();
             assert!(

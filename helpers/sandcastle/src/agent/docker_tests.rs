@@ -1,7 +1,7 @@
 //! The real Claude Code CLI in a real sandbox against the scripted Messages API (`fake-anthropic`).
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
 use super::*;
-use crate::sandbox::docker_tests::{TestRun, checkout, docker_ready, spec};
+use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
 use crate::secrets::{EnvFile, Redactor};
 use fake_anthropic::{FakeAnthropic, Scenario};
 use std::process::Command;
@@ -43,14 +43,17 @@ fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun
     }
 }
 
-fn git_log(dir: &Path) -> String {
-    let out = Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(["log", "--format=%s"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// A checkout in the sandbox's workspace with one commit, as `checkout::seed` leaves it.
+fn workspace(sandbox: &Sandbox) {
+    exec(
+        sandbox,
+        &[
+            "sh",
+            "-c",
+            "git init -q -b main && git config user.name T && git config user.email t@localhost \
+             && git commit -q --allow-empty -m start",
+        ],
+    );
 }
 
 /// The container's live processes, one `pid args` line each.
@@ -84,9 +87,9 @@ fn an_iteration_that_commits_and_completes() {
         ]
     }]));
     let run = TestRun::new("agent-commit");
-    let dir = checkout();
     let env = env(&model.url());
-    let sandbox = Sandbox::start(&spec(&run, "issue-1", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &env)).unwrap();
+    workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
     let mut calls = Vec::new();
     let mut costs = Vec::new();
@@ -115,7 +118,10 @@ fn an_iteration_that_commits_and_completes() {
         calls[0].starts_with("Bash: echo hello > hello.txt"),
         "{calls:?}"
     );
-    assert_eq!(git_log(dir.path()), "Add hello\nstart\n");
+    assert_eq!(
+        exec(&sandbox, &["git", "log", "--format=%s"]),
+        "Add hello\nstart"
+    );
 
     let transcript = std::fs::read_to_string(&outcome.transcript).unwrap();
     assert_eq!(outcome.transcript, logs.path().join("implementer-1.jsonl"));
@@ -152,10 +158,10 @@ fn an_error_result_is_a_failure_even_with_subtype_success() {
     }
     let model = fake(serde_json::json!([]));
     let run = TestRun::new("agent-error");
-    let dir = checkout();
     // Every Messages request gets a 404: Claude Code ends with `is_error: true, subtype: success`.
     let env = env(&format!("{}/nowhere", model.url()));
-    let sandbox = Sandbox::start(&spec(&run, "issue-2", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-2", &env)).unwrap();
+    workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
 
     let error = super::run(
@@ -196,9 +202,9 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
         "turns": [{"bash": "sleep 30"}, {"text": "woke up <promise>COMPLETE</promise>"}]
     }]));
     let run = TestRun::new("agent-idle");
-    let dir = checkout();
     let env = env(&model.url());
-    let sandbox = Sandbox::start(&spec(&run, "issue-3", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-3", &env)).unwrap();
+    workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
     let mut agent = agent_run("Do TASK-sleep.", logs.path(), 2);
     agent.idle_timeout = Duration::from_secs(3);
@@ -240,16 +246,16 @@ fn a_saved_session_resumes_in_a_fresh_container() {
         "turns": [
             {"bash": "echo one > one.txt"},
             {"text": "Part one done; part two is left."},
-            {"bash": "test -f one.txt && echo two > two.txt"},
+            {"bash": "echo two > two.txt"},
             {"text": "Both parts done. <promise>COMPLETE</promise>"}
         ]
     }]));
     let run = TestRun::new("agent-resume");
-    let dir = checkout();
     let env = env(&model.url());
     let logs = tempfile::tempdir().unwrap();
 
-    let first_box = Sandbox::start(&spec(&run, "issue-4", dir.path(), &env)).unwrap();
+    let first_box = Sandbox::start(&spec(&run, "issue-4", &env)).unwrap();
+    workspace(&first_box);
     let first = super::run(
         &first_box,
         &agent_run("Do TASK-resume.", logs.path(), 1),
@@ -261,14 +267,15 @@ fn a_saved_session_resumes_in_a_fresh_container() {
     assert!(!first.completed);
     let session = first.session.expect("session saved");
 
-    let second_box = Sandbox::start(&spec(&run, "issue-4", dir.path(), &env)).unwrap();
+    let second_box = Sandbox::start(&spec(&run, "issue-4", &env)).unwrap();
+    workspace(&second_box);
     let mut agent = agent_run("Carry on.", logs.path(), 2);
     agent.resume = Some(&session);
     let second = super::run(&second_box, &agent, &redactor(), &mut |_| {}).unwrap();
 
     assert!(second.completed, "{}", second.result_text);
     assert_eq!(second.session.unwrap().session_id, session.session_id);
-    assert!(dir.path().join("two.txt").exists());
+    exec(&second_box, &["test", "-f", "two.txt"]);
     let turns: Vec<usize> = model.requests().iter().map(|r| r.turn).collect();
     assert_eq!(
         turns,
@@ -296,9 +303,9 @@ fn the_grace_after_the_result_is_bounded_and_nothing_is_left_running() {
         ]
     }]));
     let run = TestRun::new("agent-grace");
-    let dir = checkout();
     let env = env(&model.url());
-    let sandbox = Sandbox::start(&spec(&run, "issue-5", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-5", &env)).unwrap();
+    workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
     for (iteration, grace) in [(1, 0), (2, 30)] {
         let mut agent = agent_run("Do TASK-linger.", logs.path(), iteration);
@@ -334,19 +341,26 @@ fn the_reviewer_prompt_brings_in_the_coding_standards_of_the_checkout() {
         "turns": [{"text": "Reviewed. <promise>COMPLETE</promise>"}]
     }]));
     let run = TestRun::new("agent-review");
-    let dir = checkout();
-    let standards = dir.path().join(".sandcastle/CODING_STANDARDS.md");
-    std::fs::create_dir_all(standards.parent().unwrap()).unwrap();
-    std::fs::write(&standards, "Rule STANDARD-7: no panics on bad input.\n").unwrap();
     let env = env(&model.url());
-    let sandbox = Sandbox::start(&spec(&run, "issue-6", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-6", &env)).unwrap();
+    workspace(&sandbox);
+    let host = tempfile::tempdir().unwrap();
+    let standards = host.path().join("CODING_STANDARDS.md");
+    std::fs::write(&standards, "Rule STANDARD-7: no panics on bad input.\n").unwrap();
+    sandbox
+        .copy_in(
+            &standards,
+            "/home/agent/workspace/.sandcastle/CODING_STANDARDS.md",
+        )
+        .unwrap();
     let logs = tempfile::tempdir().unwrap();
     let prompt = crate::prompts::render(
-        dir.path(),
+        host.path(),
         "review",
         &[
             ("REPO", "owner/name"),
             ("FORGE_HOST", "127.0.0.1"),
+            ("FORGE_ACCESS", crate::prompts::forge_access(false)),
             ("ISSUE_NUMBER", "6"),
             ("ISSUE_TITLE", "TASK-review"),
             ("ISSUE_BODY", "Review it."),
@@ -376,9 +390,9 @@ fn an_unwritable_transcript_stops_the_agent() {
         "turns": [{"bash": "sleep 40"}, {"text": "<promise>COMPLETE</promise>"}]
     }]));
     let run = TestRun::new("agent-full");
-    let dir = checkout();
     let env = env(&model.url());
-    let sandbox = Sandbox::start(&spec(&run, "issue-7", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-7", &env)).unwrap();
+    workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/dev/full", logs.path().join("implementer-1.jsonl")).unwrap();
 

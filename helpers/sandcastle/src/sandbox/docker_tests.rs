@@ -1,7 +1,6 @@
 //! Sandboxes on the real Docker engine with the test image (`checks/docker/build-test-image.sh`).
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
 use super::*;
-use std::os::unix::fs::MetadataExt;
 
 pub const TEST_IMAGE: &str = "sandcastle-test:latest";
 
@@ -57,52 +56,22 @@ impl Drop for TestRun {
     }
 }
 
-/// An empty git repository the agent user (uid 1000) owns, as `git::prepare_checkout` leaves it.
-pub fn checkout() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let git = |args: &[&str]| {
-        let status = Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?}");
-    };
-    git(&["init", "-q", "-b", "main"]);
-    git(&["config", "user.name", "Sandcastle Test"]);
-    git(&["config", "user.email", "test@sandcastle.invalid"]);
-    git(&["commit", "-q", "--allow-empty", "-m", "start"]);
-    let status = Command::new("chown")
-        .args(["-R", "1000:1000"])
-        .arg(dir.path())
-        .status()
-        .expect("chown runs");
-    assert!(status.success(), "chown the checkout to the agent user");
-    dir
-}
-
-pub fn spec<'a>(
-    run: &'a TestRun,
-    key: &'a str,
-    checkout: &'a Path,
-    env: &'a [(String, String)],
-) -> SandboxSpec<'a> {
+pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> SandboxSpec<'a> {
     SandboxSpec {
         image: TEST_IMAGE,
         run_id: &run.id,
+        project: Path::new("/nonexistent/sandcastle-test-project"),
         key,
-        checkout,
         network: "host",
         memory: "2g",
         pids_limit: 512,
         mounts: &[],
         env,
-        forge_url: "http://127.0.0.1:9",
+        tea: None,
     }
 }
 
-fn exec(sandbox: &Sandbox, argv: &[&str]) -> String {
+pub fn exec(sandbox: &Sandbox, argv: &[&str]) -> String {
     let out = sandbox
         .exec_command(argv)
         .output()
@@ -124,27 +93,34 @@ fn inspect(id: &str, format: &str) -> String {
 }
 
 #[test]
-fn a_sandbox_is_confined_labelled_and_gets_env_by_name() {
+fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
     if !docker_ready() {
         return;
     }
     let run = TestRun::new("confined");
-    let dir = checkout();
     let env = [(
         "SANDCASTLE_TEST_SECRET".to_string(),
         "value-only-in-env".to_string(),
     )];
-    let sandbox = Sandbox::start(&spec(&run, "issue-1", dir.path(), &env)).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &env)).unwrap();
 
     assert_eq!(run.containers().len(), 1);
     let config = inspect(
         sandbox.id(),
         "{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.PidsLimit}} \
-         {{.HostConfig.Memory}} {{.HostConfig.NetworkMode}}",
+         {{.HostConfig.Memory}} {{.HostConfig.NetworkMode}} {{len .Mounts}}",
     );
-    assert_eq!(config, "[ALL] [no-new-privileges] 512 2147483648 host");
-    let args = inspect(sandbox.id(), "{{.Path}} {{.Args}}");
-    assert!(!args.contains("value-only-in-env"), "{args}");
+    assert_eq!(config, "[ALL] [no-new-privileges] 512 2147483648 host 0");
+    let created = inspect(
+        sandbox.id(),
+        "{{.Path}} {{.Args}} {{.Config.Env}} {{.Config.Labels}}",
+    );
+    assert!(!created.contains("value-only-in-env"), "{created}");
+    assert!(!created.contains("SANDCASTLE_TEST_SECRET"), "{created}");
+    assert!(
+        created.contains("sandcastle.project:/nonexistent/sandcastle-test-project"),
+        "{created}"
+    );
 
     assert_eq!(exec(&sandbox, &["id", "-un"]), "agent");
     assert_eq!(exec(&sandbox, &["pwd"]), WORKSPACE);
@@ -152,22 +128,20 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name() {
         exec(&sandbox, &["sh", "-c", "echo $SANDCASTLE_TEST_SECRET"]),
         "value-only-in-env"
     );
-    exec(&sandbox, &["sh", "-c", "echo from-agent > made-inside.txt"]);
-    let made = std::fs::metadata(dir.path().join("made-inside.txt")).unwrap();
-    assert_eq!(made.uid(), 1000);
+    // A process of the container's own (PID 1) never had it.
+    assert!(!exec(&sandbox, &["cat", "/proc/1/environ"]).contains("value-only-in-env"));
 
     sandbox.remove().unwrap();
     assert!(run.containers().is_empty());
 }
 
 #[test]
-fn files_copy_in_owned_by_the_agent_and_back_out() {
+fn files_copy_in_owned_by_the_agent_and_come_out_as_bytes_into_a_file_of_the_hosts() {
     if !docker_ready() {
         return;
     }
     let run = TestRun::new("copy");
-    let dir = checkout();
-    let sandbox = Sandbox::start(&spec(&run, "pr-7", dir.path(), &[])).unwrap();
+    let sandbox = Sandbox::start(&spec(&run, "pr-7", &[])).unwrap();
     let host = tempfile::tempdir().unwrap();
     let original = host.path().join("in.jsonl");
     std::fs::write(&original, "{\"a\":1}\n").unwrap();
@@ -175,18 +149,38 @@ fn files_copy_in_owned_by_the_agent_and_back_out() {
     let inside = "/home/agent/.claude/projects/-home-agent-workspace/s.jsonl";
     sandbox.copy_in(&original, inside).unwrap();
     assert_eq!(exec(&sandbox, &["stat", "-c", "%U", inside]), "agent");
-    let back = host.path().join("deep/out.jsonl");
-    sandbox.copy_out(inside, &back).unwrap();
-    assert_eq!(std::fs::read_to_string(back).unwrap(), "{\"a\":1}\n");
+    let back = host.path().join("out.jsonl");
+    sandbox.read_out(&["cat", inside], &back, 1024).unwrap();
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "{\"a\":1}\n");
 
-    let missing = sandbox
-        .copy_out("/nowhere/file", &host.path().join("x"))
+    // More than the limit: refused, and the process stopped.
+    let err = sandbox
+        .read_out(
+            &["sh", "-c", "while :; do echo sandcastle; done"],
+            &back,
+            4096,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than 4096 bytes"), "{err}");
+
+    // A failure says what the command said.
+    let err = sandbox
+        .read_out(&["cat", "/nowhere/file"], &back, 1024)
         .unwrap_err()
         .to_string();
     assert!(
-        missing.contains("docker cp") && !missing.contains('\n'),
-        "{missing}"
+        err.contains("No such file or directory") && !err.contains('\n'),
+        "{err}"
     );
+
+    // The host's destination is never followed if something made it a link.
+    let target = host.path().join("host-file");
+    std::fs::write(&target, "host content").unwrap();
+    let link = host.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(sandbox.read_out(&["cat", inside], &link, 1024).is_err());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "host content");
 }
 
 #[test]
@@ -196,10 +190,9 @@ fn remove_run_removes_every_container_of_the_run_only() {
     }
     let run = TestRun::new("remove-run");
     let other = TestRun::new("remove-run-other");
-    let dir = checkout();
-    let first = Sandbox::start(&spec(&run, "issue-1", dir.path(), &[])).unwrap();
-    let _second = Sandbox::start(&spec(&run, "issue-2", dir.path(), &[])).unwrap();
-    let _kept = Sandbox::start(&spec(&other, "issue-1", dir.path(), &[])).unwrap();
+    let first = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    let _second = Sandbox::start(&spec(&run, "issue-2", &[])).unwrap();
+    let _kept = Sandbox::start(&spec(&other, "issue-1", &[])).unwrap();
     assert_eq!(run.containers().len(), 2);
 
     remove_run(&run.id).unwrap();
@@ -226,18 +219,29 @@ fn a_missing_image_names_the_image_and_the_fix() {
 }
 
 #[test]
-fn configure_tea_runs_when_forgejo_credentials_are_passed() {
+fn configure_tea_gets_the_read_only_login_for_one_exec_only() {
     if !docker_ready() {
         return;
     }
     let run = TestRun::new("tea");
-    let dir = checkout();
-    let env = [
-        ("FORGEJO_TOKEN".to_string(), "tea-token-value".to_string()),
-        ("FORGEJO_USER".to_string(), "sandcastle-bot".to_string()),
-    ];
-    let sandbox = Sandbox::start(&spec(&run, "issue-1", dir.path(), &env)).unwrap();
+    let tea = TeaLogin {
+        url: "http://127.0.0.1:9",
+        user: "sandcastle-reader",
+        token: "tea-token-value",
+    };
+    let sandbox = Sandbox::start(&SandboxSpec {
+        tea: Some(&tea),
+        ..spec(&run, "issue-1", &[])
+    })
+    .unwrap();
     let config = exec(&sandbox, &["cat", "/home/agent/.config/tea/config.yml"]);
     assert!(config.contains("http://127.0.0.1:9"), "{config}");
-    assert!(config.contains("sandcastle-bot"), "{config}");
+    assert!(config.contains("sandcastle-reader"), "{config}");
+    let env = exec(&sandbox, &["env"]);
+    assert!(
+        !env.contains("FORGEJO_TOKEN") && !env.contains("tea-token-value"),
+        "{env}"
+    );
+    let created = inspect(sandbox.id(), "{{.Config.Env}}");
+    assert!(!created.contains("tea-token-value"), "{created}");
 }
