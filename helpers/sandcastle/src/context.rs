@@ -1,13 +1,19 @@
 //! Everything a run resolves once at start and shares with every lane.
 use crate::forge::Forge;
+use crate::forge_text;
 use crate::git::{self, Credentials};
 use crate::progress::Progress;
+use crate::prompts;
 use crate::report::Report;
+use crate::sandbox::TeaLogin;
 use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::Config;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Keys of `.sandcastle/.env` that are the orchestrator's own and never reach a sandbox.
+pub const HOST_ONLY_KEYS: [&str; 3] = ["FORGEJO_TOKEN", "FORGEJO_USER", "FORGEJO_AGENT_TOKEN"];
 
 pub struct Context {
     /// The project's root: the directory holding `.sandcastle/`.
@@ -17,6 +23,11 @@ pub struct Context {
     pub redactor: Redactor,
     pub creds: Credentials,
     pub forge: Forge,
+    /// The login `FORGEJO_TOKEN` belongs to, as the forge says: the author of sandcastle's own pull
+    /// requests and comments.
+    pub login: String,
+    /// The read-only login sandboxes get for `tea` (`FORGEJO_AGENT_TOKEN`), if the project has one.
+    pub agent_login: Option<Credentials>,
     /// `<forge base URL>/<owner>/<repo>.git`
     pub remote: String,
     pub run_id: String,
@@ -61,13 +72,40 @@ impl Settings {
     pub fn forge(&self, creds: &Credentials) -> Forge {
         Forge::new(&self.config.forge_url, &self.config.repo, &creds.token)
     }
+
+    /// `FORGEJO_AGENT_TOKEN` with the login the forge says it belongs to, or `None` when the project
+    /// gives sandboxes no forge access. The orchestrator's own token is refused here.
+    pub fn agent_login(&self, creds: &Credentials) -> Result<Option<Credentials>> {
+        let Some(token) = self
+            .env
+            .get("FORGEJO_AGENT_TOKEN")
+            .filter(|t| !t.is_empty())
+        else {
+            return Ok(None);
+        };
+        if token == creds.token {
+            bail!(
+                "FORGEJO_AGENT_TOKEN is the same token as FORGEJO_TOKEN: sandboxes must never hold the \
+                 orchestrator's token; create a separate token with read-only scopes, or remove FORGEJO_AGENT_TOKEN"
+            );
+        }
+        let user = Forge::new(&self.config.forge_url, &self.config.repo, &token)
+            .token_name("FORGEJO_AGENT_TOKEN")
+            .current_user()?;
+        Ok(Some(Credentials { user, token }))
+    }
 }
 
 impl Context {
+    /// Everything a run needs; asks the forge whose tokens these are, so a rejected token stops
+    /// the run before it changes anything.
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
         let forge = settings.forge(&creds);
         let redactor = Redactor::new(&settings.env);
+        let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
+        let login = forge.current_user().map_err(redacted)?;
+        let agent_login = settings.agent_login(&creds).map_err(redacted)?;
         let progress = Progress::new(redactor.clone());
         let run_id = run_id();
         let remote = git::remote_url(&settings.config.forge_url, &settings.config.repo);
@@ -78,6 +116,8 @@ impl Context {
             redactor,
             creds,
             forge,
+            login,
+            agent_login,
             remote,
             report: Report::new(&run_id),
             run_id,
@@ -99,18 +139,22 @@ impl Context {
         self.logs_dir().join(&self.run_id).join(slug)
     }
 
-    pub fn checkout_dir(&self, slug: &str) -> PathBuf {
-        self.project.join(".sandcastle/worktrees").join(slug)
+    /// The orchestrator's own bare repository for one piece of work; never mounted into a sandbox.
+    pub fn repo_dir(&self, slug: &str) -> PathBuf {
+        self.project
+            .join(".sandcastle/repos")
+            .join(format!("{slug}.git"))
     }
 
     pub fn state_dir(&self) -> PathBuf {
         self.logs_dir().join("state")
     }
 
-    /// What goes into every sandbox: the keys `.sandcastle/.env` declares (empty values filled from
-    /// the environment), the forge login for `configure-tea`, the forge URL, and the settings that
-    /// keep Claude Code from calling anything but the Messages API (without them it looks up and
-    /// calls Anthropic's other hosts, and tries to update itself).
+    /// What every agent process in a sandbox gets, by name on each `docker exec`: the keys
+    /// `.sandcastle/.env` declares but the orchestrator's own (`HOST_ONLY_KEYS`), with empty values
+    /// filled from the environment, the forge URL, and the settings that keep Claude Code from
+    /// calling anything but the Messages API (without them it looks up and calls Anthropic's other
+    /// hosts, and tries to update itself).
     pub fn sandbox_env(&self) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = vec![
             (
@@ -124,14 +168,43 @@ impl Context {
             env.push((key.to_string(), value));
         };
         for (key, _) in &self.env.vars {
+            if HOST_ONLY_KEYS.contains(&key.as_str()) {
+                continue;
+            }
             if let Some(value) = self.env.get(key) {
                 set(key, value);
             }
         }
-        set("FORGEJO_USER", self.creds.user.clone());
-        set("FORGEJO_TOKEN", self.creds.token.clone());
         set("SANDCASTLE_FORGE_URL", self.config.forge_url.clone());
         env
+    }
+
+    /// The prompt `name` with `vars` and the placeholders every prompt has.
+    pub fn prompt(&self, name: &str, vars: &[(&str, &str)]) -> Result<String> {
+        let mut all = vec![
+            ("REPO", self.config.repo.as_str()),
+            ("FORGE_HOST", self.config.forge_host.as_str()),
+            (
+                "FORGE_ACCESS",
+                prompts::forge_access(self.agent_login.is_some()),
+            ),
+        ];
+        all.extend_from_slice(vars);
+        prompts::render(&self.project, name, &all)
+    }
+
+    /// Agent text made fit for the forge: secrets redacted, closing keywords defused.
+    pub fn agent_text(&self, text: &str) -> String {
+        forge_text::defuse_keywords(&self.redactor.redact(text))
+    }
+
+    /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.
+    pub fn tea_login(&self) -> Option<TeaLogin<'_>> {
+        self.agent_login.as_ref().map(|login| TeaLogin {
+            url: &self.config.forge_url,
+            user: &login.user,
+            token: &login.token,
+        })
     }
 }
 

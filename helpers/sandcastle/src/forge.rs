@@ -44,9 +44,15 @@ pub struct Issue {
 pub struct Pull {
     pub number: u64,
     pub title: String,
-    pub body: String,
+    /// `user.login`: who opened it.
+    pub author: String,
     /// `head.ref`, the branch name.
     pub head_branch: String,
+    /// `head.repo.full_name`: the repository the head branch lives in (a fork's, or `None` when the
+    /// forge no longer knows it).
+    pub head_repo: Option<String>,
+    /// `base.ref`, the branch it merges into.
+    pub base_branch: String,
     pub labels: Vec<String>,
 }
 
@@ -79,6 +85,8 @@ pub struct Forge {
     owner: String,
     name: String,
     token: String,
+    /// The variable the token came from, for errors.
+    token_name: &'static str,
     agent: ureq::Agent,
 }
 
@@ -110,8 +118,15 @@ impl Forge {
             owner: owner.to_string(),
             name: name.to_string(),
             token: token.to_string(),
+            token_name: "FORGEJO_TOKEN",
             agent: config.into(),
         }
+    }
+
+    /// The same client, naming `name` as the token's variable in its errors.
+    pub fn token_name(mut self, name: &'static str) -> Forge {
+        self.token_name = name;
+        self
     }
 
     /// `GET /user`: the login the token belongs to. A rejected token gives a one-line error saying so.
@@ -184,34 +199,68 @@ impl Forge {
         Ok(pulls.into_iter().map(Pull::from).collect())
     }
 
-    /// Creates a pull request, or returns the open one whose head is `branch` (never a duplicate).
-    pub fn open_pull(&self, branch: &str, base: &str, title: &str, body: &str) -> Result<Pull> {
-        match self.open_pull_from(branch)? {
+    /// Creates a pull request, or returns the open one `author` opened from `branch` of this
+    /// repository (never a duplicate, never someone else's).
+    pub fn open_pull(
+        &self,
+        author: &str,
+        branch: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<Pull> {
+        match self.open_pull_from(author, branch)? {
             Some(existing) => Ok(existing),
-            None => self.create_pull(branch, base, title, body),
+            None => self.create_pull(author, branch, base, title, body),
         }
     }
 
-    fn open_pull_from(&self, branch: &str) -> Result<Option<Pull>> {
-        Ok(self
-            .open_pulls()?
-            .into_iter()
-            .find(|p| p.head_branch == branch))
+    fn open_pull_from(&self, author: &str, branch: &str) -> Result<Option<Pull>> {
+        let repo = format!("{}/{}", self.owner, self.name);
+        Ok(self.open_pulls()?.into_iter().find(|p| {
+            p.head_branch == branch && p.author == author && p.head_repo.as_deref() == Some(&repo)
+        }))
     }
 
     /// `POST /pulls`; a 409 means another one for this head and base exists (created since the
     /// last look), so it is read back instead.
-    fn create_pull(&self, branch: &str, base: &str, title: &str, body: &str) -> Result<Pull> {
+    fn create_pull(
+        &self,
+        author: &str,
+        branch: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<Pull> {
         let path = self.repo_path("/pulls");
         let request = json!({"head": branch, "base": base, "title": title, "body": body});
         let reply = self.send(&path, Method::Post(request))?;
         match reply.status {
             201 => Ok(parse::<ApiPull>(&reply, &path)?.into()),
-            409 => self.open_pull_from(branch)?.ok_or_else(|| {
-                anyhow!("the forge says a pull request for {branch} exists (HTTP 409), but no open one has that head")
+            409 => self.open_pull_from(author, branch)?.ok_or_else(|| {
+                anyhow!("the forge says a pull request for {branch} exists (HTTP 409), but {author} has no open one from it: close the other pull request")
             }),
             _ => Err(self.failure("POST", &path, &reply)),
         }
+    }
+
+    /// `GET /repos/{o}/{r}/collaborators/{login}/permission`: whether `login` may write to the
+    /// repository (`write`, `admin` or `owner`).
+    pub fn can_write(&self, login: &str) -> Result<bool> {
+        // Forgejo logins are made of these; anything else is no login that can write.
+        if login.is_empty()
+            || !login
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Ok(false);
+        }
+        let path = self.repo_path(&format!("/collaborators/{login}/permission"));
+        let permission: ApiPermission = self.get_json(&path)?;
+        Ok(matches!(
+            permission.permission.as_str(),
+            "write" | "admin" | "owner"
+        ))
     }
 
     /// Adds labels by name (looked up to ids).
@@ -375,7 +424,8 @@ impl Forge {
         let status = response.status().as_u16();
         if matches!(status, 401 | 403) {
             bail!(
-                "the forge rejected FORGEJO_TOKEN (HTTP {status}) at {}: check the token in .sandcastle/.env",
+                "the forge rejected {} (HTTP {status}) at {}: check the token in .sandcastle/.env",
+                self.token_name,
                 self.base_url
             );
         }
@@ -486,9 +536,10 @@ impl From<ApiIssue> for Issue {
 struct ApiPull {
     number: u64,
     title: String,
-    #[serde(default, deserialize_with = "null_as_default")]
-    body: String,
+    #[serde(default)]
+    user: Option<ApiUser>,
     head: ApiBranch,
+    base: ApiBranch,
     #[serde(default, deserialize_with = "null_as_default")]
     labels: Vec<Label>,
 }
@@ -497,6 +548,19 @@ struct ApiPull {
 struct ApiBranch {
     #[serde(rename = "ref")]
     name: String,
+    #[serde(default)]
+    repo: Option<ApiBranchRepo>,
+}
+
+#[derive(Deserialize)]
+struct ApiBranchRepo {
+    full_name: String,
+}
+
+#[derive(Deserialize)]
+struct ApiPermission {
+    #[serde(default, deserialize_with = "null_as_default")]
+    permission: String,
 }
 
 impl From<ApiPull> for Pull {
@@ -504,8 +568,10 @@ impl From<ApiPull> for Pull {
         Pull {
             number: pull.number,
             title: pull.title,
-            body: pull.body,
+            author: login(pull.user),
             head_branch: pull.head.name,
+            head_repo: pull.head.repo.map(|r| r.full_name),
+            base_branch: pull.base.name,
             labels: pull.labels.into_iter().map(|l| l.name).collect(),
         }
     }
@@ -774,16 +840,34 @@ mod tests {
             .commit_file(REPO, "sandcastle/issue-7", "a.txt", "a\n", "A")
             .unwrap();
         let first = client
-            .open_pull("sandcastle/issue-7", "main", "Issue 7", "Closes #7")
+            .open_pull(
+                "alice",
+                "sandcastle/issue-7",
+                "main",
+                "Issue 7",
+                "Closes #7",
+            )
             .unwrap();
         assert_eq!(first.head_branch, "sandcastle/issue-7");
         let again = client
-            .open_pull("sandcastle/issue-7", "main", "Issue 7", "Closes #7")
+            .open_pull(
+                "alice",
+                "sandcastle/issue-7",
+                "main",
+                "Issue 7",
+                "Closes #7",
+            )
             .unwrap();
         assert_eq!(again.number, first.number);
         // The race: the pull request appeared after the look, so the forge answers 409.
         let raced = client
-            .create_pull("sandcastle/issue-7", "main", "Issue 7", "Closes #7")
+            .create_pull(
+                "alice",
+                "sandcastle/issue-7",
+                "main",
+                "Issue 7",
+                "Closes #7",
+            )
             .unwrap();
         assert_eq!(raced.number, first.number);
         let pulls = forge.pulls(REPO);
@@ -794,9 +878,75 @@ mod tests {
         );
         assert_eq!(client.open_pulls().unwrap().len(), 1);
         let missing = client
-            .open_pull("no-such-branch", "main", "x", "y")
+            .open_pull("alice", "no-such-branch", "main", "x", "y")
             .unwrap_err();
         assert!(format!("{missing:#}").contains("HTTP 404"), "{missing:#}");
+        assert_conforms(&forge);
+    }
+
+    /// Someone else's pull request from the same branch name, here or in a fork, is never taken
+    /// for sandcastle's own; each says who opened it and where its head lives.
+    #[test]
+    fn only_the_authors_own_pull_request_from_this_repository_is_reused() {
+        let (forge, client) = setup();
+        let mallory = forge.add_user("mallory");
+        forge.create_fork("mallory", REPO).unwrap();
+        forge
+            .commit_file(
+                "mallory/demo",
+                "sandcastle/issue-3",
+                "a.txt",
+                "evil\n",
+                "Evil",
+            )
+            .unwrap();
+        let theirs = Forge::new(forge.url(), REPO, &mallory);
+        let fork_pull = theirs
+            .create_pull(
+                "mallory",
+                "mallory:sandcastle/issue-3",
+                "main",
+                "Fork",
+                "Closes #3",
+            )
+            .unwrap();
+        assert_eq!(fork_pull.author, "mallory");
+        assert_eq!(fork_pull.head_repo.as_deref(), Some("mallory/demo"));
+        assert_eq!(fork_pull.base_branch, "main");
+
+        forge
+            .commit_file(REPO, "sandcastle/issue-3", "b.txt", "ours\n", "Ours")
+            .unwrap();
+        let ours = client
+            .open_pull(
+                "alice",
+                "sandcastle/issue-3",
+                "main",
+                "Issue 3",
+                "Closes #3",
+            )
+            .unwrap();
+        assert_ne!(
+            ours.number, fork_pull.number,
+            "the fork's pull request is not reused"
+        );
+        assert_eq!(
+            (ours.author.as_str(), ours.head_repo.as_deref()),
+            ("alice", Some(REPO))
+        );
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn write_access_is_read_from_the_permission_api() {
+        let (forge, client) = setup();
+        forge.add_user("carol");
+        forge.add_collaborator(REPO, "bob", "write").unwrap();
+        assert!(client.can_write("alice").unwrap(), "the owner");
+        assert!(client.can_write("bob").unwrap(), "a writer");
+        assert!(!client.can_write("carol").unwrap(), "a reader");
+        assert!(!client.can_write("../../user").unwrap(), "no login");
+        assert!(format!("{:#}", client.can_write("nobody").unwrap_err()).contains("HTTP 404"));
         assert_conforms(&forge);
     }
 
@@ -845,7 +995,13 @@ mod tests {
             .commit_file(REPO, "sandcastle/issue-1", "src/lib.rs", "fn a() {}\n", "A")
             .unwrap();
         let pull = client
-            .open_pull("sandcastle/issue-1", "main", "Issue 1", "Closes #1")
+            .open_pull(
+                "alice",
+                "sandcastle/issue-1",
+                "main",
+                "Issue 1",
+                "Closes #1",
+            )
             .unwrap()
             .number;
         let inline = [("src/lib.rs", 1, "Name this better.")];

@@ -2,9 +2,8 @@
 //! then the orchestrator pushes and updates the forge. Each phase is saved, so a stopped run resumes.
 use crate::context::Context;
 use crate::forge::Issue;
-use crate::git;
+use crate::git::WorkRepo;
 use crate::plan::branch_for;
-use crate::prompts;
 use crate::role::{self, LazySandbox, Turn, Work};
 use crate::state::{Outcome, Phase, WorkState};
 use anyhow::{Context as _, Result};
@@ -13,7 +12,7 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
     let slug = format!("issue-{}", issue.number);
     let key = format!("issue #{}", issue.number);
     let branch = branch_for(issue.number);
-    let (mut state, checkout) = role::begin(ctx, &key, &slug, &branch, base)?;
+    let (mut state, repo) = role::begin(ctx, &key, &slug, &branch, base)?;
     let log_dir = ctx.work_log_dir(&slug);
     let work = Work {
         key: &key,
@@ -24,8 +23,6 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
     let max = ctx.config.max_iterations.to_string();
     // The review prompt takes these; the implement prompt also the iteration.
     let issue_vars = [
-        ("REPO", ctx.config.repo.as_str()),
-        ("FORGE_HOST", ctx.config.forge_host.as_str()),
         ("ISSUE_NUMBER", number.as_str()),
         ("ISSUE_TITLE", issue.title.as_str()),
         ("ISSUE_BODY", issue.body.as_str()),
@@ -33,7 +30,7 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
         ("BASE_BRANCH", base),
     ];
 
-    let mut sandbox = LazySandbox::new(ctx, &slug, &checkout);
+    let mut sandbox = LazySandbox::new(ctx, &slug, &repo);
 
     loop {
         match state.phase {
@@ -46,24 +43,21 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
                         ("ITERATION", iteration.as_str()),
                         ("MAX_ITERATIONS", max.as_str()),
                     ]);
-                    prompts::render(&ctx.project, "implement", &vars)
+                    ctx.prompt("implement", &vars)
                 };
                 let completed = role::iterate(
                     ctx,
-                    sandbox.get()?,
+                    &mut sandbox,
                     &work,
                     &mut state,
                     "implementer",
                     &models.implementer,
                     &prompt,
                 )?;
-                let made_commits =
-                    state.start_commit.as_deref() != Some(git::head(&checkout)?.as_str());
+                let made_commits = state.start_commit.as_deref() != Some(repo.tip()?.as_str());
                 state.phase = match (completed, made_commits) {
                     (true, true) => Phase::Review,
-                    (true, false) if !git::new_commits(&checkout, base)?.is_empty() => {
-                        Phase::Publish
-                    }
+                    (true, false) if !repo.new_commits()?.is_empty() => Phase::Publish,
                     (true, false) => {
                         state.last_summary = format!(
                             "The agent said it was done but committed nothing.\n\n{}",
@@ -77,7 +71,7 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
             }
             Phase::Review => {
                 // The reviewer may tidy up with commits of its own; its verdict goes into the PR.
-                let prompt = prompts::render(&ctx.project, "review", &issue_vars)?;
+                let prompt = ctx.prompt("review", &issue_vars)?;
                 let turn = Turn {
                     role: "reviewer",
                     model: &ctx.config.models.reviewer,
@@ -93,14 +87,16 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
                         }
                     }
                     Err(e) => ctx.progress.note(&format!(
-                        "{key}: the reviewer failed, publishing anyway: {e:#}"
+                        "{key}: the reviewer failed, publishing anyway: {}",
+                        ctx.redactor.error(&e)
                     )),
                 }
+                sandbox.take_commits()?;
                 state.phase = Phase::Publish;
                 state.save(&ctx.state_dir())?;
             }
             Phase::Publish => {
-                let number = publish(ctx, issue, &checkout, &branch, base, &state.last_summary)?;
+                let number = publish(ctx, issue, &repo, base, &state.last_summary)?;
                 state.pull = Some(number);
                 state.phase = Phase::Done;
                 state.save(&ctx.state_dir())?;
@@ -118,22 +114,20 @@ pub fn work_on_issue(ctx: &Context, issue: &Issue, base: &str) -> Result<Outcome
 }
 
 /// Push, open (or reuse) the pull request, and move the labels. Every step is idempotent, so a
-/// run stopped half-way publishes the same pull request again, never a second one.
+/// run stopped half-way publishes the same pull request again, never a second one. Only the
+/// orchestrator's own first line closes the issue: the agent's summary has its keywords defused.
 fn publish(
     ctx: &Context,
     issue: &Issue,
-    checkout: &std::path::Path,
-    branch: &str,
+    repo: &WorkRepo,
     base: &str,
     summary: &str,
 ) -> Result<u64> {
-    git::push(checkout, &ctx.creds, branch)?;
-    let body = format!(
-        "Closes #{}\n\n{}",
-        issue.number,
-        ctx.redactor.redact(summary)
-    );
-    let pull = ctx.forge.open_pull(branch, base, &issue.title, &body)?;
+    repo.push(&ctx.creds)?;
+    let body = format!("Closes #{}\n\n{}", issue.number, ctx.agent_text(summary));
+    let pull = ctx
+        .forge
+        .open_pull(&ctx.login, &repo.branch, base, &issue.title, &body)?;
     ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
     ctx.forge.add_labels(issue.number, &["in-review"])?;
     ctx.forge.remove_label(issue.number, "ready-for-agent")?;
@@ -149,12 +143,12 @@ pub fn give_up(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> 
             .forge
             .comments(number)?
             .iter()
-            .any(|c| c.author == ctx.creds.user && c.body.contains(&marker));
+            .any(|c| c.author == ctx.login && c.body.contains(&marker));
         if !posted {
             let body = format!(
                 "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}\n\n{marker}",
                 state.iterations,
-                ctx.redactor.redact(&state.last_summary)
+                ctx.agent_text(&state.last_summary)
             );
             ctx.forge
                 .comment(number, &body)

@@ -2,9 +2,11 @@
 //! (Claude Code) work on Forgejo issues in Docker sandboxes; the orchestrator owns every push and
 //! every forge change.
 mod agent;
+mod checkout;
 mod context;
 mod doctor;
 mod forge;
+mod forge_text;
 mod git;
 mod issue_lane;
 mod lock;
@@ -60,7 +62,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let project = match cli.project {
-        Some(dir) => Ok(dir),
+        Some(dir) => std::fs::canonicalize(&dir).map_err(|e| {
+            anyhow::anyhow!("cannot use the project directory {}: {e}", dir.display())
+        }),
         None => std::env::current_dir()
             .map_err(anyhow::Error::from)
             .and_then(|cwd| context::find_project(&cwd)),

@@ -29,7 +29,10 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
     let mut summary = PassSummary::default();
 
     if only_issue.is_none() {
-        let rework: Vec<Pull> = planning::sent_back(&pulls, skip).cloned().collect();
+        let rework: Vec<Pull> = planning::sent_back(ctx, &pulls, &base, skip)
+            .into_iter()
+            .cloned()
+            .collect();
         run_parallel(
             ctx,
             rework,
@@ -46,7 +49,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
                 .with_context(|| format!("cannot work on issue #{number}"))?,
         ],
         None => {
-            let candidates = planning::candidates(ctx, &pulls, skip)?;
+            let candidates = planning::candidates(ctx, &pulls, &base, skip)?;
             let plan = planning::plan(ctx, &candidates, &base)?;
             plan.iter()
                 .filter_map(|p| candidates.iter().find(|c| c.number == p.id).cloned())

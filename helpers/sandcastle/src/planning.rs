@@ -2,15 +2,19 @@
 use crate::agent::AgentOutcome;
 use crate::context::Context;
 use crate::forge::{Issue, Pull};
-use crate::git;
+use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
-use crate::prompts;
 use crate::role::{self, LazySandbox, Turn, Work};
 use anyhow::{Context as _, Result, bail};
 
-/// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, with no open pull request
-/// (`sandcastle/issue-N`, or one that says `Closes #N`), and not in `skip`.
-pub fn candidates(ctx: &Context, open_pulls: &[Pull], skip: &[u64]) -> Result<Vec<Issue>> {
+/// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, without an open pull request
+/// of sandcastle's own, and not in `skip`.
+pub fn candidates(
+    ctx: &Context,
+    open_pulls: &[Pull],
+    base: &str,
+    skip: &[u64],
+) -> Result<Vec<Issue>> {
     let issues = ctx.forge.open_issues(&["ready-for-agent"])?;
     Ok(issues
         .into_iter()
@@ -20,29 +24,57 @@ pub fn candidates(ctx: &Context, open_pulls: &[Pull], skip: &[u64]) -> Result<Ve
                 .iter()
                 .any(|l| l == "epic" || l == "needs-info")
         })
-        .filter(|issue| !has_open_pull(issue.number, open_pulls))
+        .filter(|issue| {
+            !open_pulls
+                .iter()
+                .any(|p| own_issue(p, &ctx.login, &ctx.config.repo, base) == Ok(issue.number))
+        })
         .filter(|issue| !skip.contains(&issue.number))
         .collect())
 }
 
-/// Open pull requests a human sent back for rework (labelled `ready-for-agent`), not in `skip`.
-pub fn sent_back<'a>(pulls: &'a [Pull], skip: &'a [u64]) -> impl Iterator<Item = &'a Pull> {
-    pulls.iter().filter(move |p| {
-        p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number)
-    })
+/// Open pull requests a human sent back for rework (labelled `ready-for-agent`) that are
+/// sandcastle's own, not in `skip`. Every other one labelled so is left alone, with a line saying why.
+pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str, skip: &[u64]) -> Vec<&'a Pull> {
+    pulls
+        .iter()
+        .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number))
+        .filter(|p| match own_issue(p, &ctx.login, &ctx.config.repo, base) {
+            Ok(_) => true,
+            Err(why) => {
+                ctx.progress
+                    .note(&format!("pr #{}: left alone: {why}", p.number));
+                false
+            }
+        })
+        .collect()
 }
 
-/// A pull request on the issue's branch, or one that says it closes the issue.
-fn has_open_pull(issue: u64, pulls: &[Pull]) -> bool {
-    let branch = branch_for(issue);
-    let closes = format!("closes #{issue}");
-    pulls.iter().any(|p| {
-        let body = p.body.to_lowercase();
-        p.head_branch == branch
-            || body
-                .match_indices(&closes)
-                .any(|(at, _)| !body[at + closes.len()..].starts_with(|c: char| c.is_ascii_digit()))
-    })
+/// The issue a pull request is sandcastle's own work for: opened by `login` from `sandcastle/issue-N`
+/// of `repo` itself (not a fork) into the default branch `base`. Otherwise, why not.
+pub fn own_issue(pull: &Pull, login: &str, repo: &str, base: &str) -> Result<u64, String> {
+    let from_here = pull
+        .head_repo
+        .as_deref()
+        .is_some_and(|head| head.eq_ignore_ascii_case(repo));
+    if !from_here {
+        let head = pull.head_repo.as_deref().unwrap_or("a deleted repository");
+        return Err(format!("its branch lives in {head}, not in {repo}"));
+    }
+    if pull.author != login {
+        return Err(format!("opened by {}, not by {login}", pull.author));
+    }
+    if pull.base_branch != base {
+        return Err(format!(
+            "it merges into {}, not into the default branch {base}",
+            pull.base_branch
+        ));
+    }
+    pull.head_branch
+        .strip_prefix("sandcastle/issue-")
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|n| branch_for(*n) == pull.head_branch)
+        .ok_or_else(|| format!("its branch {} is not sandcastle/issue-N", pull.head_branch))
 }
 
 /// The planner agent's choice: at most `maxConcurrency` independent issues. An invalid answer gets
@@ -60,26 +92,19 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
             .collect::<Vec<_>>(),
     )?;
     let max_text = max.to_string();
-    let prompt = prompts::render(
-        &ctx.project,
+    let prompt = ctx.prompt(
         "plan",
-        &[
-            ("REPO", &ctx.config.repo),
-            ("FORGE_HOST", &ctx.config.forge_host),
-            ("ISSUES", &listing),
-            ("MAX_CONCURRENCY", &max_text),
-        ],
+        &[("ISSUES", &listing), ("MAX_CONCURRENCY", &max_text)],
     )?;
     let slug = "planner";
-    let checkout =
-        git::prepare_checkout(&ctx.checkout_dir(slug), &ctx.remote, &ctx.creds, base, base)?;
+    let repo = WorkRepo::prepare(&ctx.repo_dir(slug), &ctx.remote, &ctx.creds, base, base)?;
     let log_dir = ctx.work_log_dir(slug);
     let work = Work {
         key: "plan",
         lane: "plan",
         log_dir: &log_dir,
     };
-    let mut sandbox = LazySandbox::new(ctx, slug, &checkout);
+    let mut sandbox = LazySandbox::new(ctx, slug, &repo);
     let model = &ctx.config.models.planner;
     let turn = Turn {
         role: "planner",
@@ -145,24 +170,71 @@ fn correction_prompt(error: &anyhow::Error, ids: &[u64], max: usize) -> String {
 mod tests {
     use super::*;
 
-    fn pull(branch: &str, body: &str) -> Pull {
+    fn pull(author: &str, head_repo: Option<&str>, branch: &str, base: &str) -> Pull {
         Pull {
             number: 9,
             title: "t".into(),
-            body: body.into(),
+            author: author.into(),
             head_branch: branch.into(),
+            head_repo: head_repo.map(str::to_string),
+            base_branch: base.into(),
             labels: vec![],
         }
     }
 
     #[test]
-    fn an_issue_with_an_open_pull_request_is_no_candidate() {
-        assert!(has_open_pull(4, &[pull("sandcastle/issue-4", "")]));
-        assert!(has_open_pull(
-            4,
-            &[pull("feature", "Fixes things.\n\nCloses #4")]
-        ));
-        assert!(!has_open_pull(4, &[pull("feature", "Closes #42")]));
-        assert!(!has_open_pull(4, &[pull("sandcastle/issue-41", "")]));
+    fn only_a_pull_request_sandcastle_opened_from_its_own_branch_here_is_its_own() {
+        let own = |p: &Pull| own_issue(p, "bot", "alice/demo", "main");
+        assert_eq!(
+            own(&pull(
+                "bot",
+                Some("alice/demo"),
+                "sandcastle/issue-4",
+                "main"
+            )),
+            Ok(4)
+        );
+        assert_eq!(
+            own(&pull(
+                "bot",
+                Some("Alice/Demo"),
+                "sandcastle/issue-4",
+                "main"
+            )),
+            Ok(4)
+        );
+        for (p, says) in [
+            (
+                pull("mallory", Some("alice/demo"), "sandcastle/issue-4", "main"),
+                "opened by mallory",
+            ),
+            (
+                pull("bot", Some("mallory/demo"), "sandcastle/issue-4", "main"),
+                "lives in mallory/demo",
+            ),
+            (
+                pull("bot", None, "sandcastle/issue-4", "main"),
+                "lives in a deleted repository",
+            ),
+            (
+                pull("bot", Some("alice/demo"), "main", "main"),
+                "branch main is not",
+            ),
+            (
+                pull("bot", Some("alice/demo"), "feature", "main"),
+                "branch feature is not",
+            ),
+            (
+                pull("bot", Some("alice/demo"), "sandcastle/issue-04", "main"),
+                "is not sandcastle/issue-N",
+            ),
+            (
+                pull("bot", Some("alice/demo"), "sandcastle/issue-4", "release"),
+                "merges into release",
+            ),
+        ] {
+            let why = own(&p).unwrap_err();
+            assert!(why.contains(says), "{why}");
+        }
     }
 }

@@ -2,9 +2,7 @@
 //! with the reviews in its prompt; the orchestrator pushes, relabels and says what changed.
 use crate::context::Context;
 use crate::forge::Pull;
-use crate::git;
 use crate::issue_lane::give_up;
-use crate::prompts;
 use crate::role::{self, LazySandbox, Work};
 use crate::state::{Outcome, Phase};
 use anyhow::Result;
@@ -13,14 +11,14 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
     let slug = format!("pr-{}", pull.number);
     let key = format!("pr #{}", pull.number);
     let branch = &pull.head_branch;
-    let (mut state, checkout) = role::begin(ctx, &key, &slug, branch, base)?;
+    let (mut state, repo) = role::begin(ctx, &key, &slug, branch, base)?;
     let log_dir = ctx.work_log_dir(&slug);
     let work = Work {
         key: &key,
         lane: "rework",
         log_dir: &log_dir,
     };
-    let mut sandbox = LazySandbox::new(ctx, &slug, &checkout);
+    let mut sandbox = LazySandbox::new(ctx, &slug, &repo);
 
     loop {
         match state.phase {
@@ -28,19 +26,17 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
                 let reviews = review_text(ctx, pull.number)?;
                 let number = pull.number.to_string();
                 let vars = [
-                    ("REPO", ctx.config.repo.as_str()),
-                    ("FORGE_HOST", ctx.config.forge_host.as_str()),
                     ("PR_NUMBER", number.as_str()),
                     ("PR_TITLE", pull.title.as_str()),
                     ("BRANCH", branch.as_str()),
                     ("BASE_BRANCH", base),
                     ("REVIEWS", reviews.as_str()),
                 ];
-                let prompt = |_: u32| prompts::render(&ctx.project, "pr-fixer", &vars);
+                let prompt = |_: u32| ctx.prompt("pr-fixer", &vars);
                 let model = &ctx.config.models.pr_fixer;
                 let completed = role::iterate(
                     ctx,
-                    sandbox.get()?,
+                    &mut sandbox,
                     &work,
                     &mut state,
                     "pr-fixer",
@@ -57,18 +53,18 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
             // The rework lane has no review of its own: the human reviews again.
             Phase::Review | Phase::Publish => {
                 let start = state.start_commit.clone().unwrap_or_default();
-                let changes = git::commits_between(&checkout, &start)?;
-                git::push(&checkout, &ctx.creds, branch)?;
+                let changes = repo.commits_since(&start)?;
+                repo.push(&ctx.creds)?;
                 let mut body = String::from("sandcastle addressed the review.\n\n");
                 if changes.is_empty() {
                     body += "No new commits: the agent found nothing to change.\n";
                 } else {
                     body += "New commits:\n";
                     for subject in &changes {
-                        body += &format!("- {subject}\n");
+                        body += &format!("- {}\n", ctx.agent_text(subject));
                     }
                 }
-                body += &format!("\n{}", ctx.redactor.redact(&state.last_summary));
+                body += &format!("\n{}", ctx.agent_text(&state.last_summary));
                 ctx.forge.comment(pull.number, &body)?;
                 ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
                 ctx.forge.remove_label(pull.number, "ready-for-agent")?;
@@ -87,11 +83,28 @@ pub fn rework_pull(ctx: &Context, pull: &Pull, base: &str) -> Result<Outcome> {
     }
 }
 
-/// The review bodies and inline comments that asked for changes, for the pr-fixer's prompt.
+/// The review bodies and inline comments that asked for changes, for the pr-fixer's prompt. Only
+/// reviews by people with write access count; the others are left out with a line saying so.
 fn review_text(ctx: &Context, pull: u64) -> Result<String> {
     let mut text = String::new();
+    let mut writers: Vec<(String, bool)> = Vec::new();
     for review in ctx.forge.reviews(pull)? {
         if !matches!(review.state.as_str(), "REQUEST_CHANGES" | "COMMENT") {
+            continue;
+        }
+        let can_write = match writers.iter().find(|(login, _)| *login == review.author) {
+            Some((_, can)) => *can,
+            None => {
+                let can = ctx.forge.can_write(&review.author)?;
+                writers.push((review.author.clone(), can));
+                can
+            }
+        };
+        if !can_write {
+            ctx.progress.note(&format!(
+                "pr #{pull}: left out the review by {}: no write access to {}",
+                review.author, ctx.config.repo
+            ));
             continue;
         }
         let comments = ctx.forge.review_comments(pull, review.id)?;
@@ -114,8 +127,7 @@ fn review_text(ctx: &Context, pull: u64) -> Result<String> {
         text += "\n";
     }
     if text.is_empty() {
-        text = "(The reviewers left no written comments; look at the pull request with `tea`.)"
-            .to_string();
+        text = "(No one with write access left written comments.)".to_string();
     }
     Ok(text)
 }

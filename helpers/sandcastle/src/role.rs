@@ -1,33 +1,35 @@
 //! Running one role's agent in a sandbox: progress, the report, and the saved state after each
 //! iteration.
 use crate::agent::{self, AgentEvent, AgentFailure, AgentOutcome, AgentRun, SavedSession};
+use crate::checkout;
 use crate::context::Context;
-use crate::git;
+use crate::git::WorkRepo;
 use crate::progress::Status;
 use crate::sandbox::{Sandbox, SandboxSpec};
 use crate::state::WorkState;
 use anyhow::{Result, bail};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// After the completion signal, how long the agent's process may take to exit.
 const EXIT_GRACE: Duration = Duration::from_secs(30);
 
 /// The container of one piece of work: started when first needed (a resumed run that only has to
-/// publish starts none), removed when dropped (on success, error or panic).
+/// publish starts none), with the agent's checkout of the work branch made inside it; removed when
+/// dropped (on success, error or panic).
 pub struct LazySandbox<'a> {
     ctx: &'a Context,
     slug: String,
-    checkout: PathBuf,
+    repo: &'a WorkRepo,
     sandbox: Option<Sandbox>,
 }
 
 impl<'a> LazySandbox<'a> {
-    pub fn new(ctx: &'a Context, slug: &str, checkout: &Path) -> LazySandbox<'a> {
+    pub fn new(ctx: &'a Context, slug: &str, repo: &'a WorkRepo) -> LazySandbox<'a> {
         LazySandbox {
             ctx,
             slug: slug.to_string(),
-            checkout: checkout.to_path_buf(),
+            repo,
             sandbox: None,
         }
     }
@@ -36,22 +38,35 @@ impl<'a> LazySandbox<'a> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
             let env = ctx.sandbox_env();
+            let tea = ctx.tea_login();
             let limits = &ctx.config.sandbox;
             let spec = SandboxSpec {
                 image: &ctx.config.image_name,
                 run_id: &ctx.run_id,
+                project: &ctx.project,
                 key: &self.slug,
-                checkout: &self.checkout,
                 network: &limits.network,
                 memory: &limits.memory,
                 pids_limit: limits.pids_limit,
                 mounts: &limits.mounts,
-                forge_url: &ctx.config.forge_url,
                 env: &env,
+                tea: tea.as_ref(),
             };
-            self.sandbox = Some(Sandbox::start(&spec)?);
+            let sandbox = Sandbox::start(&spec)?;
+            // Dropped (and so removed) if the checkout cannot be made.
+            let sandbox = self.sandbox.insert(sandbox);
+            checkout::seed(sandbox, self.repo, &ctx.remote)?;
         }
         Ok(self.sandbox.as_ref().expect("started above"))
+    }
+
+    /// The agent's commits, brought into the work repository; the new tip. Without a sandbox there
+    /// is nothing new.
+    pub fn take_commits(&self) -> Result<String> {
+        match &self.sandbox {
+            Some(sandbox) => checkout::take_commits(sandbox, self.repo),
+            None => self.repo.tip(),
+        }
     }
 }
 
@@ -63,15 +78,15 @@ impl Drop for LazySandbox<'_> {
     }
 }
 
-/// The saved state of unfinished work on `slug` (else a fresh one) and its checkout of `branch`;
-/// the first start records the commit the agents start from.
+/// The saved state of unfinished work on `slug` (else a fresh one) and its work repository with
+/// `branch` in place; the first start records the commit the agents start from.
 pub fn begin(
     ctx: &Context,
     key: &str,
     slug: &str,
     branch: &str,
     base: &str,
-) -> Result<(WorkState, PathBuf)> {
+) -> Result<(WorkState, WorkRepo)> {
     let mut state = match WorkState::resume(&ctx.state_dir(), slug)? {
         Some(state) => {
             ctx.progress.note(&format!(
@@ -82,13 +97,12 @@ pub fn begin(
         }
         None => WorkState::new(slug, branch, &ctx.run_id),
     };
-    let dir = ctx.checkout_dir(slug);
-    let checkout = git::prepare_checkout(&dir, &ctx.remote, &ctx.creds, branch, base)?;
+    let repo = WorkRepo::prepare(&ctx.repo_dir(slug), &ctx.remote, &ctx.creds, branch, base)?;
     if state.start_commit.is_none() {
-        state.start_commit = Some(git::head(&checkout)?);
+        state.start_commit = Some(repo.tip()?);
         state.save(&ctx.state_dir())?;
     }
-    Ok((state, checkout))
+    Ok((state, repo))
 }
 
 /// Which piece of work, in which lane, for the progress view and the report.
@@ -158,10 +172,11 @@ pub fn run_turn(
 }
 
 /// Iterates the working role (implementer or pr-fixer) until the completion signal or
-/// `maxIterations`, saving the state after every iteration. Returns whether it completed.
+/// `maxIterations`, taking the agent's commits out and saving the state after every iteration.
+/// Returns whether it completed.
 pub fn iterate(
     ctx: &Context,
-    sandbox: &Sandbox,
+    sandbox: &mut LazySandbox,
     work: &Work,
     state: &mut WorkState,
     role: &str,
@@ -187,7 +202,7 @@ pub fn iterate(
             iteration,
             max_iterations: max,
         };
-        let outcome = run_turn(ctx, sandbox, work, &turn);
+        let outcome = run_turn(ctx, sandbox.get()?, work, &turn);
         state.iterations = iteration;
         let completed = match outcome {
             Ok(outcome) => {
@@ -221,6 +236,8 @@ pub fn iterate(
                 false
             }
         };
+        // Whatever the iteration's end, what it committed is kept.
+        sandbox.take_commits()?;
         state.save(&ctx.state_dir())?;
         if completed {
             return Ok(true);

@@ -80,13 +80,13 @@ fn start(settings: Settings) -> Result<Context> {
     sandbox::engine_answers()?;
     sandbox::image_exists(&settings.config.image_name)?;
     let ctx = Context::new(settings)?;
-    let user = ctx
-        .forge
-        .current_user()
-        .map_err(|e| anyhow!("{}", ctx.redactor.error(&e)))?;
+    let tea = match &ctx.agent_login {
+        Some(login) => format!("tea in sandboxes reads as {}", login.user),
+        None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
+    };
     ctx.progress.note(&format!(
-        "run {}: {} on {} as {user}, image {}",
-        ctx.run_id, ctx.config.repo, ctx.config.forge_url, ctx.config.image_name
+        "run {}: {} on {} as {}, image {}; {tea}",
+        ctx.run_id, ctx.config.repo, ctx.config.forge_url, ctx.login, ctx.config.image_name
     ));
     Ok(ctx)
 }
@@ -117,7 +117,7 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
                 "SIGTERM"
             };
             ctx.progress.note(&format!(
-                "{name}: removing this run's containers; unfinished checkouts stay in .sandcastle/worktrees"
+                "{name}: removing this run's containers; committed work stays in .sandcastle/repos"
             ));
             if let Err(e) = sandbox::remove_run(&ctx.run_id) {
                 ctx.progress
@@ -150,9 +150,9 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             println!("label {name:?} is missing: `sandcastle run` will create it");
         }
     }
-    let rework: Vec<_> = planning::sent_back(&pulls, &[]).collect();
+    let rework = planning::sent_back(&ctx, &pulls, &base, &[]);
     if rework.is_empty() {
-        println!("rework: no pull request is labelled ready-for-agent");
+        println!("rework: no pull request of sandcastle's own is labelled ready-for-agent");
     }
     for pull in rework {
         println!(
@@ -160,7 +160,7 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             pull.number, pull.title, pull.head_branch
         );
     }
-    let candidates = planning::candidates(&ctx, &pulls, &[])?;
+    let candidates = planning::candidates(&ctx, &pulls, &base, &[])?;
     if candidates.is_empty() {
         println!(
             "plan: no open issue is labelled ready-for-agent (without epic, needs-info or an open pull request)"

@@ -13,8 +13,9 @@ pub struct EnvFile {
 }
 
 /// Secrets sandcastle knows by name, wherever they come from.
-const SECRET_KEYS: [&str; 3] = [
+const SECRET_KEYS: [&str; 4] = [
     "FORGEJO_TOKEN",
+    "FORGEJO_AGENT_TOKEN",
     "ANTHROPIC_API_KEY",
     "CLAUDE_CODE_OAUTH_TOKEN",
 ];

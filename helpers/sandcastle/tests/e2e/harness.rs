@@ -91,14 +91,69 @@ impl Harness {
 
     /// `.sandcastle/.env` with the given forge token.
     pub fn write_env(&self, token: &str) {
+        self.write_env_with(token, "");
+    }
+
+    /// `.sandcastle/.env` with the given forge token and `extra` lines.
+    pub fn write_env_with(&self, token: &str, extra: &str) {
         std::fs::write(
             self.project.path().join(".sandcastle/.env"),
             format!(
-                "ANTHROPIC_BASE_URL={}\nANTHROPIC_API_KEY=sk-test-e2e-secret-key\nFORGEJO_USER={OWNER}\nFORGEJO_TOKEN={token}\n",
+                "ANTHROPIC_BASE_URL={}\nANTHROPIC_API_KEY=sk-test-e2e-secret-key\nFORGEJO_USER={OWNER}\nFORGEJO_TOKEN={token}\n{extra}",
                 self.anthropic.url()
             ),
         )
         .unwrap();
+    }
+
+    /// This project's containers (any run), stopped ones included: others may share the engine.
+    pub fn containers(&self) -> Vec<String> {
+        let project = self.project().canonicalize().unwrap();
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!("label=sandcastle.project={}", project.display()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Every implementer prompt the model was sent for `issue`.
+    pub fn prompts_for_issue(&self, issue: u64) -> Vec<String> {
+        self.anthropic
+            .requests()
+            .iter()
+            .map(|r| r.prompt.clone())
+            .filter(|p| p.contains(&format!("The issue: #{issue}\n")))
+            .collect()
+    }
+
+    /// Every commit subject on every ref of the forge's repository.
+    pub fn all_remote_subjects(&self) -> Vec<String> {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.forge.bare_repo_path(OWNER, NAME))
+            .args(["log", "--all", "--format=%s"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A file's content on a branch of the forge's repository.
+    pub fn remote_file(&self, branch: &str, path: &str) -> String {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.forge.bare_repo_path(OWNER, NAME))
+            .args(["show", &format!("refs/heads/{branch}:{path}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{branch}:{path} is on the forge");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn project(&self) -> &Path {
@@ -321,18 +376,6 @@ impl Drop for Harness {
             );
         }
     }
-}
-
-/// Containers of any sandcastle run still present.
-pub fn sandcastle_containers() -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter", "label=sandcastle.run"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
 }
 
 pub fn stderr_lines(output: &Output) -> Vec<String> {
