@@ -64,17 +64,19 @@ pub fn own_issue(pull: &Pull, login: &str, repo: &str, base: &str) -> Result<u64
     if pull.author != login {
         return Err(format!("opened by {}, not by {login}", pull.author));
     }
+    let issue = pull
+        .head_branch
+        .strip_prefix("sandcastle/issue-")
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|n| branch_for(*n) == pull.head_branch)
+        .ok_or_else(|| format!("its branch {} is not sandcastle/issue-N", pull.head_branch))?;
     if pull.base_branch != base {
         return Err(format!(
             "it merges into {}, not into the default branch {base}",
             pull.base_branch
         ));
     }
-    pull.head_branch
-        .strip_prefix("sandcastle/issue-")
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|n| branch_for(*n) == pull.head_branch)
-        .ok_or_else(|| format!("its branch {} is not sandcastle/issue-N", pull.head_branch))
+    Ok(issue)
 }
 
 /// The planner agent's choice: at most `maxConcurrency` independent issues. An invalid answer gets

@@ -134,8 +134,8 @@ fn two_issues_become_two_pull_requests() {
     assert!(
         transcripts.iter().any(|f| std::fs::read_to_string(f)
             .unwrap()
-            .contains("token=[redacted]")),
-        "the transcript kept the redacted line"
+            .contains("token= key=[redacted]")),
+        "the transcript kept the redacted line, and the sandbox had no forge token"
     );
     assert!(h.containers().is_empty(), "no container left");
 }
