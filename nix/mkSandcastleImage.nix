@@ -1,10 +1,12 @@
-# mkSandcastleImage { name, tag, extraContents ? [ ], extraEnv ? [ ], forgeUrl }
+# mkSandcastleImage { name, tag, extraContents ? [ ], extraEnv ? [ ] }
 #
 # A Docker image (a streamLayeredImage script: run it and pipe it into
 # `docker load`) in which the agents run: the sandcastle base packages plus
 # `extraContents`, a non-root user `agent` (Claude Code refuses
 # --dangerously-skip-permissions as root) and an entrypoint that just keeps
-# the container alive for `docker exec`.
+# the container alive for `docker exec`. Nothing of the project's config is
+# baked in but the name and tag: sandcastle passes the forge URL and the
+# secrets to each sandbox when it starts it.
 { dockerTools
 , glibcLocales
 , coreutils
@@ -38,7 +40,6 @@ in
 , tag
 , extraContents ? [ ]
 , extraEnv ? [ ]
-, forgeUrl
 }:
 dockerTools.streamLayeredImage {
   inherit name tag;
@@ -73,7 +74,6 @@ dockerTools.streamLayeredImage {
       "GIT_SSL_CAINFO=${caBundle}"
       "LANG=C.UTF-8"
       "LOCALE_ARCHIVE=${locales}/lib/locale/locale-archive"
-      "SANDCASTLE_FORGE_URL=${forgeUrl}"
     ] ++ extraEnv;
   };
 }

@@ -101,19 +101,18 @@ image_arguments() {
        then . else fail("usrBinEnv, binSh or caCertificates missing") end)
     | (if locales.arguments == {allLocales: false, locales: ["C.UTF-8/UTF-8", "en_US.UTF-8/UTF-8"]}
        then . else fail("locale archive arguments: \(locales.arguments)") end)
-    | (if env[0:8] == [
+    | (if env[0:7] == [
           "PATH=/bin:/usr/bin",
           "HOME=/home/agent",
           "SSL_CERT_FILE=/etc/ssl/certs/ca-bundle.crt",
           "NIX_SSL_CERT_FILE=/etc/ssl/certs/ca-bundle.crt",
           "GIT_SSL_CAINFO=/etc/ssl/certs/ca-bundle.crt",
           "LANG=C.UTF-8",
-          "LOCALE_ARCHIVE=\(env[6] | ltrimstr("LOCALE_ARCHIVE="))",
-          "SANDCASTLE_FORGE_URL=http://127.0.0.1:3000"
+          "LOCALE_ARCHIVE=\(env[6] | ltrimstr("LOCALE_ARCHIVE="))"
         ]
         and (env[6] | test("^LOCALE_ARCHIVE=/nix/store/[^/]+-glibc-locales/lib/locale/locale-archive$"))
        then . else fail("Env base entries: \(env)") end)
-    | (if env[8:] == ["EXTRA_ONE=1", "EXTRA_TWO=2"] then . else fail("extraEnv not appended: \(env)") end)
+    | (if env[7:] == ["EXTRA_ONE=1", "EXTRA_TWO=2"] then . else fail("extraEnv not appended: \(env)") end)
     | (if contentPaths[-2:] == .extraContents then . else fail("extraContents not appended last") end)
     | (if (.sandcastlePackages - contentPaths) == [] then . else fail("sandcastlePackages not all in contents") end)
     | (if (contentPaths | index($helpers)) != null then . else fail("helpers not in contents") end)
@@ -166,23 +165,40 @@ flake_check() {
   nixf flake check --no-build "${overrides[@]}" "git+file://$repo"
 }
 
-# imageArgsFromConfig resolves name, tag and forge URL as load-config does.
+# load-config, as a user runs it.
 load_config() {
   (cd "$repo" && cargo run -q -p sandcastle-config --bin load-config -- "$1")
 }
 
+# imageArgsFromConfig resolves name and tag as load-config does: every case of
+# the table the Rust test helpers/config/tests/resolution_table.rs writes gives
+# the same name and tag, or fails with the same message.
+table=$repo/helpers/config/tests/resolution-table.json
 image_args_from_config() {
-  local config=$work/config-cases case resolved nixed
-  mkdir -p "$config"
-  printf 'repo = "owner/name"\nforgeHost = "forge.example.dev"\n' >"$config/bare-host.toml"
-  printf 'repo = "team/widget"\nforgeHost = "http://127.0.0.1:3000"\nimageName = "registry.example.dev:5000/agents:v2"\n' >"$config/url-and-image.toml"
-  for case in "$config"/*.toml; do
-    resolved=$(load_config "$case") || return 1
-    nixed=$(nixf eval --json --impure "${overrides[@]}" "git+file://$repo#lib.x86_64-linux.imageArgsFromConfig" \
-      --apply "f: f (/. + \"$case\")") || return 1
-    jq -e -n --argjson r "$resolved" --argjson n "$nixed" \
-      '$r.forgeUrl == $n.forgeUrl and $r.imageName == "\($n.name):\($n.tag)"' >/dev/null ||
-      { echo "$case: load-config $resolved vs nix $nixed"; return 1; }
+  local outcomes=$work/resolution-outcomes.json count index text why stderr
+  nixf eval --json --impure "${overrides[@]}" "git+file://$repo#lib.x86_64-linux.imageArgsFromConfig" --apply "
+    f: map (case:
+      let tried = builtins.tryEval (builtins.deepSeq (f (builtins.toFile \"config.toml\" case.config)) (f (builtins.toFile \"config.toml\" case.config)));
+      in if tried.success then tried.value else { error = true; })
+    (builtins.fromJSON (builtins.readFile $table))" >"$outcomes" || return 1
+  jq -e -n --slurpfile table "$table" --slurpfile nix "$outcomes" '
+    [range(0; $table[0] | length) as $i | $table[0][$i] as $want | $nix[0][$i] as $got
+      | select(if $want.error then $got.error != true else $got != {name: $want.name, tag: $want.tag} end)
+      | "case \($i): load-config says \($want | del(.config)), Nix says \($got)"]
+    | if length == 0 then true else error(join("\n")) end' >/dev/null || return 1
+  # The messages: the flake is the same function, so evaluate the file itself (fast).
+  count=$(jq length "$table")
+  for ((index = 0; index < count; index++)); do
+    why=$(jq -r ".[$index].error // empty" "$table")
+    [ -n "$why" ] || continue
+    text=$(jq -r ".[$index].config" "$table")
+    stderr=$(nix-instantiate --eval --strict --read-write-mode --argstr text "$text" -E "
+      { text }: import $repo/nix/imageArgsFromConfig.nix { lib = import $standins/nixpkgs/lib.nix; }
+        (builtins.toFile \"config.toml\" text)" 2>&1 >/dev/null)
+    case "$stderr" in
+      *"-config.toml: $why"*) ;;
+      *) printf 'case %s: load-config says\n  %s\nNix says\n  %s\n' "$index" "$why" "$stderr"; return 1 ;;
+    esac
   done
 }
 
@@ -217,12 +233,12 @@ template_evaluates() {
     and (.checks["x86_64-linux"] | has("clippy") and has("sandcastleImage"))
     and (.devShells["x86_64-linux"] | has("default") and has("ci"))
   ' "$work/consumer-show.json" >/dev/null || { cat "$work/consumer-show.json"; return 1; }
-  # The image is named, tagged and pointed at the forge by the project's config.
+  # The image is named and tagged by the project's config, which bakes in nothing else.
   nixf eval --json "${consumer_overrides[@]}" \
     "git+file://$consumer#packages.x86_64-linux.sandcastleImage.standIn.arguments" \
     --apply 'a: { inherit (a) name tag; env = a.config.Env; contents = map (d: d.name) a.contents; }' |
     jq -e '.name == "sandcastle" and .tag == "name"
-           and (.env | index("SANDCASTLE_FORGE_URL=https://forge.example.dev")) != null
+           and all(.env[]; startswith("SANDCASTLE_") | not)
            and (.contents[-2:] == ["rust-default-stable", "pkg-config"])'
 }
 
@@ -238,7 +254,7 @@ check "mkSandcastleImage passes the right streamLayeredImage arguments" image_ar
 check "helpers package: workspace source, Cargo.lock, tests on, docker tests skipped" helpers_package
 check "nix flake show lists every output" flake_show
 check "nix flake check --no-build" flake_check
-check "imageArgsFromConfig agrees with load-config" image_args_from_config
+check "imageArgsFromConfig resolves the table of cases as load-config does" image_args_from_config
 check "nix flake init -t #rust gives exactly the template files" template_init
 check "the new project's flake evaluates against this repo" template_evaluates
 check "the new project's .sandcastle/config.toml passes load-config" template_config_loads

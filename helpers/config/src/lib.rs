@@ -7,11 +7,13 @@ use serde::Serialize;
 
 mod defaults;
 mod forge;
+mod image;
 mod read;
 mod source;
 mod suggest;
 
 pub use forge::forge_url;
+pub use image::name_and_tag as image_name_and_tag;
 
 /// The conventional location, relative to a project's root.
 pub const DEFAULT_PATH: &str = ".sandcastle/config.toml";
