@@ -135,6 +135,24 @@ helpers_package() {
     '
 }
 
+# `nix run .#sandcastle` runs the orchestrator with git and the Docker client
+# (the CLI only) first on its PATH, the host's PATH after them.
+sandcastle_app() {
+  local program
+  program=$(nixf eval --raw "${overrides[@]}" "git+file://$repo#apps.x86_64-linux.sandcastle.program") || return 1
+  nixf eval --json "${overrides[@]}" "git+file://$repo#packages.x86_64-linux" --apply '
+    packages: let wrapper = packages.sandcastle; in {
+      bin = "${wrapper}/bin/sandcastle";
+      function = wrapper.standIn.function;
+      runtimeInputs = map (d: d.name) wrapper.standIn.arguments.runtimeInputs;
+      inheritPath = wrapper.standIn.arguments.inheritPath or true;
+      execsHelpers = builtins.match ".*exec ${builtins.unsafeDiscardStringContext packages.helpers.outPath}/bin/sandcastle \"[$]@\".*"
+        (builtins.unsafeDiscardStringContext wrapper.standIn.arguments.text) != null;
+    }' | jq -e --arg program "$program" '
+      .bin == $program and .function == "writeShellApplication"
+      and .runtimeInputs == ["git", "docker-client"] and .inheritPath and .execsHelpers'
+}
+
 # `nix flake show --json` lists every output the flake promises.
 expected_outputs='
   def has_all($out; $system; $names):
@@ -142,13 +160,13 @@ expected_outputs='
   . as $r
   | ($r.templates | keys == ["default", "rust"])
   and all(["x86_64-linux", "aarch64-linux"][]; . as $s |
-    has_all($r.packages; $s; ["helpers", "claude-code", "sandcastleImage", "default"])
+    has_all($r.packages; $s; ["helpers", "sandcastle", "claude-code", "sandcastleImage", "default"])
     and has_all($r.apps; $s; ["sandcastle", "sandcastleImage"])
     and has_all($r.checks; $s; ["helpers", "sandcastleImage"])
     and has_all($r.devShells; $s; ["default"])
     and ($r.formatter | has($s)))
   and all(["x86_64-darwin", "aarch64-darwin"][]; . as $s |
-    has_all($r.packages; $s; ["helpers"]) and has_all($r.apps; $s; ["sandcastle"]))
+    has_all($r.packages; $s; ["helpers", "sandcastle"]) and has_all($r.apps; $s; ["sandcastle"]))
 '
 
 flake_show() {
@@ -252,6 +270,7 @@ check "deadnix --fail" deadnix_clean
 check "nixpkgs-fmt --check" nixpkgs_fmt_clean
 check "mkSandcastleImage passes the right streamLayeredImage arguments" image_arguments
 check "helpers package: workspace source, Cargo.lock, tests on, docker tests skipped" helpers_package
+check "apps.sandcastle: the orchestrator with git and the Docker client on PATH" sandcastle_app
 check "nix flake show lists every output" flake_show
 check "nix flake check --no-build" flake_check
 check "imageArgsFromConfig resolves the table of cases as load-config does" image_args_from_config
