@@ -122,13 +122,13 @@ image_arguments() {
   ' "$facts"
 }
 
-# The helpers package: all of the workspace, tests on, docker tests skipped.
+# The helpers package: all of the workspace, tests on, Docker and Nix tests skipped.
 helpers_package() {
   nixf eval --json "${overrides[@]}" "git+file://$repo#packages.x86_64-linux.helpers.standIn.arguments" \
     --apply 'a: { inherit (a) pname env postInstall doInstallCheck; src = builtins.attrNames (builtins.readDir a.src); lock = baseNameOf a.cargoLock.lockFile; doCheck = a.doCheck or true; }' |
     jq -e '
       (.src | sort) == ["Cargo.lock", "Cargo.toml", "helpers", "prompts", "templates"]
-      and .env.SANDCASTLE_SKIP_DOCKER_TESTS == "1"
+      and .env.SANDCASTLE_SKIP_DOCKER_TESTS == "1" and .env.SANDCASTLE_SKIP_NIX_TESTS == "1"
       and (.lock | endswith("Cargo.lock"))
       and .doCheck == true and .doInstallCheck == true
       and (.postInstall | contains("configure-tea|fmt|check|load-config|sandcastle)"))
@@ -269,7 +269,7 @@ check "every .nix file parses (nix-instantiate --parse)" parse_every_nix_file
 check "deadnix --fail" deadnix_clean
 check "nixpkgs-fmt --check" nixpkgs_fmt_clean
 check "mkSandcastleImage passes the right streamLayeredImage arguments" image_arguments
-check "helpers package: workspace source, Cargo.lock, tests on, docker tests skipped" helpers_package
+check "helpers package: workspace source, Cargo.lock, tests on, Docker and Nix tests skipped" helpers_package
 check "apps.sandcastle: the orchestrator with git and the Docker client on PATH" sandcastle_app
 check "nix flake show lists every output" flake_show
 check "nix flake check --no-build" flake_check

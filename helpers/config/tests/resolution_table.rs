@@ -42,7 +42,10 @@ const CASES: &[&str] = &[
 ];
 
 fn long_tag_case() -> String {
-    format!("repo = \"owner/name\"\nimageName = \"agents:{}\"", "t".repeat(129))
+    format!(
+        "repo = \"owner/name\"\nimageName = \"agents:{}\"",
+        "t".repeat(129)
+    )
 }
 
 /// What `load-config` makes of one case: the image's name and tag, or its error without the

@@ -92,18 +92,15 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     };
     report.line("template", template_placeholders(project));
     let env_path = project.join(".sandcastle/.env");
-    if !env_path.exists() {
-        report.line(
-            ".env",
-            Err(anyhow::anyhow!(
-                "{} is missing: `cp .sandcastle/.env.example .sandcastle/.env` and fill it in",
-                env_path.display()
-            )),
-        );
-    }
-    let Some(env) = report.keep(".env", EnvFile::load(&env_path), |_| {
-        env_path.display().to_string()
-    }) else {
+    let env = if env_path.exists() {
+        EnvFile::load(&env_path)
+    } else {
+        Err(anyhow::anyhow!(
+            "{} is missing: `cp .sandcastle/.env.example .sandcastle/.env` and fill it in",
+            env_path.display()
+        ))
+    };
+    let Some(env) = report.keep(".env", env, |_| env_path.display().to_string()) else {
         return Ok(ExitCode::FAILURE);
     };
     let settings = Settings {
