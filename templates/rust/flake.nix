@@ -8,7 +8,9 @@
       url = "github:oxalica/rust-overlay";
       inputs.nixpkgs.follows = "nixpkgs";
     };
-    # Point this at your copy of sandcastle.
+    # Point this at sandcastle's flake: the address you gave
+    # `nix registry add sandcastle <address>`. `sandcastle doctor` reports
+    # it while it is still this placeholder.
     sandcastle = {
       url = "git+https://forge.example.dev/sandcastle/sandcastle";
       inputs.nixpkgs.follows = "nixpkgs";
