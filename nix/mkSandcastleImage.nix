@@ -1,12 +1,14 @@
-# mkSandcastleImage { name, tag, extraContents ? [ ], extraEnv ? [ ] }
+# mkSandcastleImage { name, tag, extraContents ? [ ], extraEnv ? [ ], forgeUrl }
 #
 # A Docker image (a streamLayeredImage script: run it and pipe it into
 # `docker load`) in which the agents run: the sandcastle base packages plus
 # `extraContents`, a non-root user `agent` (Claude Code refuses
 # --dangerously-skip-permissions as root) and an entrypoint that just keeps
-# the container alive for `docker exec`. Nothing of the project's config is
-# baked in but the name and tag: sandcastle passes the forge URL and the
-# secrets to each sandbox when it starts it.
+# the container alive for `docker exec`. Of the project's config it bakes in
+# the name, the tag and `SANDCASTLE_FORGE_URL=<forgeUrl>` (use
+# imageArgsFromConfig, which resolves all three as load-config does);
+# sandcastle also passes the forge URL with each `docker exec`, which
+# overrides the baked one, and passes the secrets only that way.
 { dockerTools
 , glibcLocales
 , coreutils
@@ -40,6 +42,7 @@ in
 , tag
 , extraContents ? [ ]
 , extraEnv ? [ ]
+, forgeUrl
 }:
 dockerTools.streamLayeredImage {
   inherit name tag;
@@ -74,6 +77,7 @@ dockerTools.streamLayeredImage {
       "GIT_SSL_CAINFO=${caBundle}"
       "LANG=C.UTF-8"
       "LOCALE_ARCHIVE=${locales}/lib/locale/locale-archive"
+      "SANDCASTLE_FORGE_URL=${forgeUrl}"
     ] ++ extraEnv;
   };
 }

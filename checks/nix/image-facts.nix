@@ -11,6 +11,7 @@ let
     tag = "test-tag";
     extraContents = [ extraOne extraTwo ];
     extraEnv = [ "EXTRA_ONE=1" "EXTRA_TWO=2" ];
+    forgeUrl = "http://127.0.0.1:3000";
   };
   args = image.standIn.arguments;
   describe = drv: {

@@ -101,18 +101,19 @@ image_arguments() {
        then . else fail("usrBinEnv, binSh or caCertificates missing") end)
     | (if locales.arguments == {allLocales: false, locales: ["C.UTF-8/UTF-8", "en_US.UTF-8/UTF-8"]}
        then . else fail("locale archive arguments: \(locales.arguments)") end)
-    | (if env[0:7] == [
+    | (if env[0:8] == [
           "PATH=/bin:/usr/bin",
           "HOME=/home/agent",
           "SSL_CERT_FILE=/etc/ssl/certs/ca-bundle.crt",
           "NIX_SSL_CERT_FILE=/etc/ssl/certs/ca-bundle.crt",
           "GIT_SSL_CAINFO=/etc/ssl/certs/ca-bundle.crt",
           "LANG=C.UTF-8",
-          "LOCALE_ARCHIVE=\(env[6] | ltrimstr("LOCALE_ARCHIVE="))"
+          "LOCALE_ARCHIVE=\(env[6] | ltrimstr("LOCALE_ARCHIVE="))",
+          "SANDCASTLE_FORGE_URL=http://127.0.0.1:3000"
         ]
         and (env[6] | test("^LOCALE_ARCHIVE=/nix/store/[^/]+-glibc-locales/lib/locale/locale-archive$"))
        then . else fail("Env base entries: \(env)") end)
-    | (if env[7:] == ["EXTRA_ONE=1", "EXTRA_TWO=2"] then . else fail("extraEnv not appended: \(env)") end)
+    | (if env[8:] == ["EXTRA_ONE=1", "EXTRA_TWO=2"] then . else fail("extraEnv not appended: \(env)") end)
     | (if contentPaths[-2:] == .extraContents then . else fail("extraContents not appended last") end)
     | (if (.sandcastlePackages - contentPaths) == [] then . else fail("sandcastlePackages not all in contents") end)
     | (if (contentPaths | index($helpers)) != null then . else fail("helpers not in contents") end)
@@ -188,9 +189,9 @@ load_config() {
   (cd "$repo" && cargo run -q -p sandcastle-config --bin load-config -- "$1")
 }
 
-# imageArgsFromConfig resolves name and tag as load-config does: every case of
-# the table the Rust test helpers/config/tests/resolution_table.rs writes gives
-# the same name and tag, or fails with the same message.
+# imageArgsFromConfig resolves name, tag and forge URL as load-config does:
+# every case of the table the Rust test helpers/config/tests/resolution_table.rs
+# writes gives the same name, tag and forgeUrl, or fails with the same message.
 table=$repo/helpers/config/tests/resolution-table.json
 image_args_from_config() {
   local outcomes=$work/resolution-outcomes.json count index text why stderr
@@ -201,7 +202,7 @@ image_args_from_config() {
     (builtins.fromJSON (builtins.readFile $table))" >"$outcomes" || return 1
   jq -e -n --slurpfile table "$table" --slurpfile nix "$outcomes" '
     [range(0; $table[0] | length) as $i | $table[0][$i] as $want | $nix[0][$i] as $got
-      | select(if $want.error then $got.error != true else $got != {name: $want.name, tag: $want.tag} end)
+      | select(if $want.error then $got.error != true else $got != {name: $want.name, tag: $want.tag, forgeUrl: $want.forgeUrl} end)
       | "case \($i): load-config says \($want | del(.config)), Nix says \($got)"]
     | if length == 0 then true else error(join("\n")) end' >/dev/null || return 1
   # The messages: the flake is the same function, so evaluate the file itself (fast).
@@ -251,12 +252,12 @@ template_evaluates() {
     and (.checks["x86_64-linux"] | has("clippy") and has("sandcastleImage"))
     and (.devShells["x86_64-linux"] | has("default") and has("ci"))
   ' "$work/consumer-show.json" >/dev/null || { cat "$work/consumer-show.json"; return 1; }
-  # The image is named and tagged by the project's config, which bakes in nothing else.
+  # The image is named, tagged and pointed at the forge by the project's config.
   nixf eval --json "${consumer_overrides[@]}" \
     "git+file://$consumer#packages.x86_64-linux.sandcastleImage.standIn.arguments" \
     --apply 'a: { inherit (a) name tag; env = a.config.Env; contents = map (d: d.name) a.contents; }' |
     jq -e '.name == "sandcastle" and .tag == "name"
-           and all(.env[]; startswith("SANDCASTLE_") | not)
+           and ([.env[] | select(startswith("SANDCASTLE_"))] == ["SANDCASTLE_FORGE_URL=https://forge.example.dev"])
            and (.contents[-2:] == ["rust-default-stable", "pkg-config"])'
 }
 

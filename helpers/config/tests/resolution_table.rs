@@ -1,10 +1,11 @@
 //! The one table of config cases that `load-config` and `nix/imageArgsFromConfig.nix` are both
 //! checked against: this test resolves each case with the real parser and writes the table to
 //! `resolution-table.json`; `checks/nix/test.sh` evaluates every case with imageArgsFromConfig and
-//! expects the same name and tag, or the same error.
+//! expects the same name, tag and forge URL, or the same error.
 //!
-//! The cases are what the image takes from the config: `repo` (for the default name) and
-//! `imageName`. A changed outcome rewrites the file and fails, so the change is seen and committed.
+//! The cases are what the image takes from the config: `repo` (for the default name), `imageName`
+//! and `forgeHost` (for `SANDCASTLE_FORGE_URL`), and the order in which a config wrong in several of
+//! them fails. A changed outcome rewrites the file and fails, so the change is seen and committed.
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -41,6 +42,64 @@ const CASES: &[&str] = &[
     "repo = \"owner/-dash\"",
 ];
 
+/// `forgeHost` lines (TOML), each after the same valid `repo`.
+const FORGE_HOSTS: &[&str] = &[
+    "forgeHost = \"forge.example.dev\"",
+    "forgeHost = \"Forge.Example.DEV\"",
+    "forgeHost = \"127.0.0.1:3000\"",
+    "forgeHost = \"http://127.0.0.1:3000\"",
+    "forgeHost = \"HTTP://Forge.Example.dev:8080/\"",
+    "forgeHost = \"https://forge.example.dev:443\"",
+    "forgeHost = \"forge.example.dev:443\"",
+    "forgeHost = \"http://forge.example.dev:80/\"",
+    "forgeHost = \"http://forge.example.dev:443\"",
+    "forgeHost = \"https://forge.example.dev/\"",
+    "forgeHost = \"forge.example.dev:03000\"",
+    "forgeHost = \"[::1]:3000\"",
+    "forgeHost = \"http://[FE80::1]\"",
+    "forgeHost = \"https://forge.example.dev/forgejo\"",
+    "forgeHost = \"forge.example.dev//\"",
+    "forgeHost = \"forge.example.dev?x=1\"",
+    "forgeHost = \"http://forge.example.dev#top\"",
+    "forgeHost = \"ssh://forge.example.dev\"",
+    "forgeHost = \"FTP://forge.example.dev\"",
+    "forgeHost = \"://forge.example.dev\"",
+    "forgeHost = \"https://https://forge.example.dev\"",
+    "forgeHost = \"user@forge.example.dev\"",
+    "forgeHost = \"forge .example.dev\"",
+    "forgeHost = \" forge.example.dev\"",
+    "forgeHost = \"forge.example.dev\\t\"",
+    "forgeHost = \"forge.example.dev\\u00a0\"",
+    "forgeHost = \"forge.example.dev\\u3000\"",
+    "forgeHost = \"\"",
+    "forgeHost = 3000",
+    "forgeHost = \"forge_example.dev\"",
+    "forgeHost = \"forge..example.dev\"",
+    "forgeHost = \"-forge.example.dev\"",
+    "forgeHost = \"forgé.example.dev\"",
+    "forgeHost = \"forge.example.dev:\"",
+    "forgeHost = \"forge.example.dev:0\"",
+    "forgeHost = \"forge.example.dev:65536\"",
+    "forgeHost = \"forge.example.dev:+3000\"",
+    "forgeHost = \"forge.example.dev:30:00\"",
+    "forgeHost = \"[::1\"",
+    "forgeHost = \"[]:3000\"",
+    "forgeHost = \"[::g]\"",
+    "forgeHost = \"[::1]3000\"",
+];
+
+/// Whole configs wrong in more than one place (or missing `forgeHost`): load-config reports
+/// `repo`, then `forgeHost`, then `imageName`.
+const ORDER_CASES: &[&str] = &[
+    "repo = \"owner/name\"\n",
+    "imageName = \"Bad\"\n",
+    "repo = \"owner\"\nforgeHost = \"ftp://forge.example.dev\"\n",
+    "repo = \"owner/name.git\"\n",
+    "repo = \"owner/name\"\nimageName = \"Bad\"\n",
+    "repo = \"owner/name\"\nimageName = \"Bad\"\nforgeHost = \"forge.example.dev/path\"\n",
+    "repo = \"owner/.hidden\"\nforgeHost = \"forge.example.dev:0\"\n",
+];
+
 fn long_tag_case() -> String {
     format!(
         "repo = \"owner/name\"\nimageName = \"agents:{}\"",
@@ -48,15 +107,14 @@ fn long_tag_case() -> String {
     )
 }
 
-/// What `load-config` makes of one case: the image's name and tag, or its error without the
-/// `file:line:column: ` prefix (Nix cannot say where in the file a value is).
-fn resolve(case: &str) -> Value {
-    let text = format!("{case}\n{FORGE}");
+/// What `load-config` makes of one config: the image's name and tag and the forge URL, or its
+/// error without the `file:line:column: ` prefix (Nix cannot say where in the file a value is).
+fn resolve(text: String) -> Value {
     match sandcastle_config::parse(Path::new("config.toml"), &text) {
         Ok(config) => {
             let (name, tag) = sandcastle_config::image_name_and_tag(&config.image_name)
                 .expect("load-config accepted the name");
-            json!({ "config": text, "name": name, "tag": tag })
+            json!({ "config": text, "name": name, "tag": tag, "forgeUrl": config.forge_url })
         }
         Err(error) => {
             let message = error.0;
@@ -69,9 +127,18 @@ fn resolve(case: &str) -> Value {
 
 #[test]
 fn the_table_nix_is_checked_against_is_current() {
-    let mut cases: Vec<String> = CASES.iter().map(|case| case.to_string()).collect();
-    cases.push(long_tag_case());
-    let table: Vec<Value> = cases.iter().map(|case| resolve(case)).collect();
+    let mut configs: Vec<String> = CASES
+        .iter()
+        .map(|case| format!("{case}\n{FORGE}"))
+        .collect();
+    configs.push(format!("{}\n{FORGE}", long_tag_case()));
+    configs.extend(
+        FORGE_HOSTS
+            .iter()
+            .map(|host| format!("repo = \"owner/name\"\n{host}\n")),
+    );
+    configs.extend(ORDER_CASES.iter().map(|case| case.to_string()));
+    let table: Vec<Value> = configs.into_iter().map(resolve).collect();
     assert!(table.iter().any(|case| case.get("name").is_some()));
     assert!(table.iter().any(|case| case.get("error").is_some()));
     let rendered = format!("{:#}\n", Value::Array(table));
