@@ -5,7 +5,8 @@
 # forge and fake Anthropic servers (they listen on 127.0.0.1, which the
 # sandbox has) and tests that use real git. What is skipped: tests that need a
 # Docker engine (including every test of the real Claude Code CLI, which runs
-# in a container); they read SANDCASTLE_SKIP_DOCKER_TESTS and skip themselves.
+# in a container; they read SANDCASTLE_SKIP_DOCKER_TESTS and skip themselves)
+# and the template test, which needs Nix (SANDCASTLE_SKIP_NIX_TESTS).
 { lib, makeRustPlatform, git, rustToolchain, src }:
 let
   rustPlatform = makeRustPlatform {
@@ -22,7 +23,11 @@ rustPlatform.buildRustPackage {
 
   # Tests drive real git repositories, with a writable HOME.
   nativeCheckInputs = [ git ];
-  env.SANDCASTLE_SKIP_DOCKER_TESTS = "1";
+  env = {
+    SANDCASTLE_SKIP_DOCKER_TESTS = "1";
+    # The template test runs `nix flake init`, which cannot run inside a Nix build.
+    SANDCASTLE_SKIP_NIX_TESTS = "1";
+  };
   preCheck = ''
     export HOME=$(mktemp -d)
   '';

@@ -4,7 +4,11 @@
 # `docker load`) in which the agents run: the sandcastle base packages plus
 # `extraContents`, a non-root user `agent` (Claude Code refuses
 # --dangerously-skip-permissions as root) and an entrypoint that just keeps
-# the container alive for `docker exec`.
+# the container alive for `docker exec`. Of the project's config it bakes in
+# the name, the tag and `SANDCASTLE_FORGE_URL=<forgeUrl>` (use
+# imageArgsFromConfig, which resolves all three as load-config does);
+# sandcastle also passes the forge URL with each `docker exec`, which
+# overrides the baked one, and passes the secrets only that way.
 { dockerTools
 , glibcLocales
 , coreutils

@@ -20,6 +20,7 @@ let
     inherit rustToolchain;
     src = pkgs.callPackage ./source.nix { };
   };
+  sandcastle = pkgs.callPackage ./sandcastle.nix { inherit helpers; };
   imageArgsFromConfig = pkgs.callPackage ./imageArgsFromConfig.nix { };
   # This repository's own config, or the template's example while it has none.
   selfConfig =
@@ -43,13 +44,13 @@ in
     // lib.optionalAttrs isLinux { inherit (image) mkSandcastleImage sandcastlePackages; };
 
   packages = {
-    inherit helpers;
+    inherit helpers sandcastle;
     default = helpers;
   }
   // lib.optionalAttrs (claude-code != null) { inherit claude-code; }
   // lib.optionalAttrs isLinux { inherit sandcastleImage; };
 
-  apps = import ./apps.nix { inherit lib helpers sandcastleImage; };
+  apps = import ./apps.nix { inherit lib sandcastle sandcastleImage; };
 
   checks = { inherit helpers; } // lib.optionalAttrs isLinux { inherit sandcastleImage; };
 

@@ -1,6 +1,8 @@
-# The helpers' source: the workspace manifests, the crates and the prompts
-# (the orchestrator `include_str!`s prompts/*.md). Nothing else, so editing
-# Nix files, docs or templates does not rebuild the crates.
+# The helpers' source: the workspace manifests, the crates, the prompts (the
+# orchestrator `include_str!`s prompts/*.md) and the two template files whose
+# placeholders `sandcastle doctor` looks for (a test checks they agree).
+# Nothing else, so editing Nix files, docs or the rest of the template does
+# not rebuild the crates.
 { lib }:
 lib.fileset.toSource {
   root = ../.;
@@ -9,5 +11,7 @@ lib.fileset.toSource {
     ../Cargo.lock
     ../helpers
     ../prompts
+    ../templates/rust/flake.nix
+    ../templates/rust/.sandcastle/config.toml
   ];
 }

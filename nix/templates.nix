@@ -7,16 +7,16 @@ rec {
     welcomeText = ''
       # sandcastle: Rust project
 
-      Next steps:
+      Next steps (`<address>` is where sandcastle's flake lives, the one
+      `nix registry add sandcastle <address>` was given):
 
       1. In `.sandcastle/config.toml` set `repo` and `forgeHost` to your forge
-         repository, and in `flake.nix` point the `sandcastle` input at
-         sandcastle; then `nix flake lock`.
-      2. `cp .sandcastle/.env.example .sandcastle/.env` and fill it in:
-         `ANTHROPIC_API_KEY` or `CLAUDE_CODE_OAUTH_TOKEN`, `FORGEJO_TOKEN`,
-         `FORGEJO_USER`.
+         repository, and in `flake.nix` set `inputs.sandcastle.url` to
+         `<address>`; then `git add -A && nix flake lock`.
+         `nix run .#sandcastle -- doctor` points at any placeholder left.
+      2. `cp .sandcastle/.env.example .sandcastle/.env` and fill it in.
       3. Build and load the image, then start the loop:
-         `nix run .#sandcastleImage | docker load && nix run .#sandcastle -- run`
+         `nix run .#sandcastleImage | docker load && nix run .#sandcastle`
     '';
   };
   default = rust;

@@ -123,17 +123,35 @@ image_arguments() {
   ' "$facts"
 }
 
-# The helpers package: all of the workspace, tests on, docker tests skipped.
+# The helpers package: all of the workspace, tests on, Docker and Nix tests skipped.
 helpers_package() {
   nixf eval --json "${overrides[@]}" "git+file://$repo#packages.x86_64-linux.helpers.standIn.arguments" \
     --apply 'a: { inherit (a) pname env postInstall doInstallCheck; src = builtins.attrNames (builtins.readDir a.src); lock = baseNameOf a.cargoLock.lockFile; doCheck = a.doCheck or true; }' |
     jq -e '
-      (.src | sort) == ["Cargo.lock", "Cargo.toml", "helpers", "prompts"]
-      and .env.SANDCASTLE_SKIP_DOCKER_TESTS == "1"
+      (.src | sort) == ["Cargo.lock", "Cargo.toml", "helpers", "prompts", "templates"]
+      and .env.SANDCASTLE_SKIP_DOCKER_TESTS == "1" and .env.SANDCASTLE_SKIP_NIX_TESTS == "1"
       and (.lock | endswith("Cargo.lock"))
       and .doCheck == true and .doInstallCheck == true
       and (.postInstall | contains("configure-tea|fmt|check|load-config|sandcastle)"))
     '
+}
+
+# `nix run .#sandcastle` runs the orchestrator with git and the Docker client
+# (the CLI only) first on its PATH, the host's PATH after them.
+sandcastle_app() {
+  local program
+  program=$(nixf eval --raw "${overrides[@]}" "git+file://$repo#apps.x86_64-linux.sandcastle.program") || return 1
+  nixf eval --json "${overrides[@]}" "git+file://$repo#packages.x86_64-linux" --apply '
+    packages: let wrapper = packages.sandcastle; in {
+      bin = "${wrapper}/bin/sandcastle";
+      function = wrapper.standIn.function;
+      runtimeInputs = map (d: d.name) wrapper.standIn.arguments.runtimeInputs;
+      inheritPath = wrapper.standIn.arguments.inheritPath or true;
+      execsHelpers = builtins.match ".*exec ${builtins.unsafeDiscardStringContext packages.helpers.outPath}/bin/sandcastle \"[$]@\".*"
+        (builtins.unsafeDiscardStringContext wrapper.standIn.arguments.text) != null;
+    }' | jq -e --arg program "$program" '
+      .bin == $program and .function == "writeShellApplication"
+      and .runtimeInputs == ["git", "docker-client"] and .inheritPath and .execsHelpers'
 }
 
 # `nix flake show --json` lists every output the flake promises.
@@ -143,13 +161,13 @@ expected_outputs='
   . as $r
   | ($r.templates | keys == ["default", "rust"])
   and all(["x86_64-linux", "aarch64-linux"][]; . as $s |
-    has_all($r.packages; $s; ["helpers", "claude-code", "sandcastleImage", "default"])
+    has_all($r.packages; $s; ["helpers", "sandcastle", "claude-code", "sandcastleImage", "default"])
     and has_all($r.apps; $s; ["sandcastle", "sandcastleImage"])
     and has_all($r.checks; $s; ["helpers", "sandcastleImage"])
     and has_all($r.devShells; $s; ["default"])
     and ($r.formatter | has($s)))
   and all(["x86_64-darwin", "aarch64-darwin"][]; . as $s |
-    has_all($r.packages; $s; ["helpers"]) and has_all($r.apps; $s; ["sandcastle"]))
+    has_all($r.packages; $s; ["helpers", "sandcastle"]) and has_all($r.apps; $s; ["sandcastle"]))
 '
 
 flake_show() {
@@ -166,23 +184,40 @@ flake_check() {
   nixf flake check --no-build "${overrides[@]}" "git+file://$repo"
 }
 
-# imageArgsFromConfig resolves name, tag and forge URL as load-config does.
+# load-config, as a user runs it.
 load_config() {
   (cd "$repo" && cargo run -q -p sandcastle-config --bin load-config -- "$1")
 }
 
+# imageArgsFromConfig resolves name, tag and forge URL as load-config does:
+# every case of the table the Rust test helpers/config/tests/resolution_table.rs
+# writes gives the same name, tag and forgeUrl, or fails with the same message.
+table=$repo/helpers/config/tests/resolution-table.json
 image_args_from_config() {
-  local config=$work/config-cases case resolved nixed
-  mkdir -p "$config"
-  printf 'repo = "owner/name"\nforgeHost = "forge.example.dev"\n' >"$config/bare-host.toml"
-  printf 'repo = "team/widget"\nforgeHost = "http://127.0.0.1:3000"\nimageName = "registry.example.dev:5000/agents:v2"\n' >"$config/url-and-image.toml"
-  for case in "$config"/*.toml; do
-    resolved=$(load_config "$case") || return 1
-    nixed=$(nixf eval --json --impure "${overrides[@]}" "git+file://$repo#lib.x86_64-linux.imageArgsFromConfig" \
-      --apply "f: f (/. + \"$case\")") || return 1
-    jq -e -n --argjson r "$resolved" --argjson n "$nixed" \
-      '$r.forgeUrl == $n.forgeUrl and $r.imageName == "\($n.name):\($n.tag)"' >/dev/null ||
-      { echo "$case: load-config $resolved vs nix $nixed"; return 1; }
+  local outcomes=$work/resolution-outcomes.json count index text why stderr
+  nixf eval --json --impure "${overrides[@]}" "git+file://$repo#lib.x86_64-linux.imageArgsFromConfig" --apply "
+    f: map (case:
+      let tried = builtins.tryEval (builtins.deepSeq (f (builtins.toFile \"config.toml\" case.config)) (f (builtins.toFile \"config.toml\" case.config)));
+      in if tried.success then tried.value else { error = true; })
+    (builtins.fromJSON (builtins.readFile $table))" >"$outcomes" || return 1
+  jq -e -n --slurpfile table "$table" --slurpfile nix "$outcomes" '
+    [range(0; $table[0] | length) as $i | $table[0][$i] as $want | $nix[0][$i] as $got
+      | select(if $want.error then $got.error != true else $got != {name: $want.name, tag: $want.tag, forgeUrl: $want.forgeUrl} end)
+      | "case \($i): load-config says \($want | del(.config)), Nix says \($got)"]
+    | if length == 0 then true else error(join("\n")) end' >/dev/null || return 1
+  # The messages: the flake is the same function, so evaluate the file itself (fast).
+  count=$(jq length "$table")
+  for ((index = 0; index < count; index++)); do
+    why=$(jq -r ".[$index].error // empty" "$table")
+    [ -n "$why" ] || continue
+    text=$(jq -r ".[$index].config" "$table")
+    stderr=$(nix-instantiate --eval --strict --read-write-mode --argstr text "$text" -E "
+      { text }: import $repo/nix/imageArgsFromConfig.nix { lib = import $standins/nixpkgs/lib.nix; }
+        (builtins.toFile \"config.toml\" text)" 2>&1 >/dev/null)
+    case "$stderr" in
+      *"-config.toml: $why"*) ;;
+      *) printf 'case %s: load-config says\n  %s\nNix says\n  %s\n' "$index" "$why" "$stderr"; return 1 ;;
+    esac
   done
 }
 
@@ -222,7 +257,7 @@ template_evaluates() {
     "git+file://$consumer#packages.x86_64-linux.sandcastleImage.standIn.arguments" \
     --apply 'a: { inherit (a) name tag; env = a.config.Env; contents = map (d: d.name) a.contents; }' |
     jq -e '.name == "sandcastle" and .tag == "name"
-           and (.env | index("SANDCASTLE_FORGE_URL=https://forge.example.dev")) != null
+           and ([.env[] | select(startswith("SANDCASTLE_"))] == ["SANDCASTLE_FORGE_URL=https://forge.example.dev"])
            and (.contents[-2:] == ["rust-default-stable", "pkg-config"])'
 }
 
@@ -235,10 +270,11 @@ check "every .nix file parses (nix-instantiate --parse)" parse_every_nix_file
 check "deadnix --fail" deadnix_clean
 check "nixpkgs-fmt --check" nixpkgs_fmt_clean
 check "mkSandcastleImage passes the right streamLayeredImage arguments" image_arguments
-check "helpers package: workspace source, Cargo.lock, tests on, docker tests skipped" helpers_package
+check "helpers package: workspace source, Cargo.lock, tests on, Docker and Nix tests skipped" helpers_package
+check "apps.sandcastle: the orchestrator with git and the Docker client on PATH" sandcastle_app
 check "nix flake show lists every output" flake_show
 check "nix flake check --no-build" flake_check
-check "imageArgsFromConfig agrees with load-config" image_args_from_config
+check "imageArgsFromConfig resolves the table of cases as load-config does" image_args_from_config
 check "nix flake init -t #rust gives exactly the template files" template_init
 check "the new project's flake evaluates against this repo" template_evaluates
 check "the new project's .sandcastle/config.toml passes load-config" template_config_loads

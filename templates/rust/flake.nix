@@ -8,7 +8,9 @@
       url = "github:oxalica/rust-overlay";
       inputs.nixpkgs.follows = "nixpkgs";
     };
-    # Point this at your copy of sandcastle.
+    # Point this at sandcastle's flake: the address you gave
+    # `nix registry add sandcastle <address>`. `sandcastle doctor` reports
+    # it while it is still this placeholder.
     sandcastle = {
       url = "git+https://forge.example.dev/sandcastle/sandcastle";
       inputs.nixpkgs.follows = "nixpkgs";
@@ -42,8 +44,8 @@
           doCheck = false;
         };
 
-        # The image the agents run in (Linux only). Its name, tag and forge
-        # URL come from .sandcastle/config.toml, as sandcastle reads them.
+        # The image the agents run in (Linux only). Its name and tag come
+        # from .sandcastle/config.toml, resolved as sandcastle resolves them.
         image = lib.optionalAttrs (sandcastleLib ? mkSandcastleImage) {
           sandcastleImage = sandcastleLib.mkSandcastleImage
             (sandcastleLib.imageArgsFromConfig ./.sandcastle/config.toml // {

@@ -3,18 +3,24 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Serialize;
+
 mod defaults;
 mod forge;
+mod image;
 mod read;
 mod source;
 mod suggest;
 
 pub use forge::forge_url;
+pub use image::name_and_tag as image_name_and_tag;
 
 /// The conventional location, relative to a project's root.
 pub const DEFAULT_PATH: &str = ".sandcastle/config.toml";
 
-#[derive(Debug, Clone, PartialEq)]
+/// Serialises as `load-config` prints it: keys spelled as in the TOML, plus `forgeUrl`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Config {
     /// `owner/name`.
     pub repo: String,
@@ -26,15 +32,18 @@ pub struct Config {
     pub max_iterations: u32,
     pub max_concurrency: u32,
     /// No agent output for this long fails the iteration. `idleTimeout = "10m"`.
+    #[serde(serialize_with = "human_duration")]
     pub idle_timeout: Duration,
     /// How long `sandcastle run` waits after a pass that found nothing to do. `pollInterval = "1m"`.
+    #[serde(serialize_with = "human_duration")]
     pub poll_interval: Duration,
     pub models: Models,
     pub commands: Commands,
     pub sandbox: Sandbox,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Models {
     pub planner: String,
     pub implementer: String,
@@ -43,13 +52,14 @@ pub struct Models {
 }
 
 /// Each step is an argv list.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Commands {
     pub check: Vec<Vec<String>>,
     pub fmt: Vec<Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Sandbox {
     /// `docker run --network`; default `bridge`.
     pub network: String,
@@ -113,37 +123,12 @@ pub fn find(start: &Path) -> Option<PathBuf> {
         .find(|candidate| candidate.exists())
 }
 
-impl Config {
-    /// The resolved config as JSON, keys spelled as in the TOML (plus `forgeUrl`).
-    pub fn to_json(&self) -> serde_json::Value {
-        let duration = |duration: Duration| humantime::format_duration(duration).to_string();
-        serde_json::json!({
-            "repo": self.repo,
-            "forgeHost": self.forge_host,
-            "forgeUrl": self.forge_url,
-            "imageName": self.image_name,
-            "maxIterations": self.max_iterations,
-            "maxConcurrency": self.max_concurrency,
-            "idleTimeout": duration(self.idle_timeout),
-            "pollInterval": duration(self.poll_interval),
-            "models": {
-                "planner": self.models.planner,
-                "implementer": self.models.implementer,
-                "reviewer": self.models.reviewer,
-                "prFixer": self.models.pr_fixer,
-            },
-            "commands": {
-                "check": self.commands.check,
-                "fmt": self.commands.fmt,
-            },
-            "sandbox": {
-                "network": self.sandbox.network,
-                "memory": self.sandbox.memory,
-                "pidsLimit": self.sandbox.pids_limit,
-                "mounts": self.sandbox.mounts,
-            },
-        })
-    }
+/// `"10m"`, `"1h 30m"`: the form the TOML takes.
+fn human_duration<S: serde::Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&humantime::format_duration(*duration))
 }
 
 impl Default for Commands {

@@ -28,9 +28,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut json = format!("{:#}", config.to_json());
-    json.push('\n');
-    match std::io::stdout().write_all(json.as_bytes()) {
+    let written = serde_json::to_writer_pretty(std::io::stdout().lock(), &config)
+        .map_err(std::io::Error::from)
+        .and_then(|()| std::io::stdout().write_all(b"\n"));
+    match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("load-config: cannot write to stdout: {error}");

@@ -6,7 +6,7 @@ use std::time::Duration;
 use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
-use crate::{Commands, Config, ConfigError, Models, Sandbox, defaults, forge, suggest};
+use crate::{Commands, Config, ConfigError, Models, Sandbox, defaults, forge, image, suggest};
 
 const TOP_KEYS: &[&str] = &[
     "repo",
@@ -40,11 +40,33 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
-        .map_err(|why| source.error(repo_span, format!("`repo` {why}")))?
+        .map_err(|why| source.error(repo_span.clone(), format!("`repo` {why}")))?
         .to_string();
     let (forge_host, host_span) = top.required_word("forgeHost", "\"forge.example.dev\"")?;
     let forge_url = forge::forge_url(&forge_host)
         .map_err(|why| source.error(host_span, format!("`forgeHost` \"{forge_host}\" {why}")))?;
+
+    // The name Docker will know the image by: checked here, so a bad one fails before a build.
+    let image_name = match top.word_at("imageName", "\"sandcastle:name\"")? {
+        Some((image_name, span)) => {
+            image::name_and_tag(&image_name)
+                .map_err(|why| source.error(span, format!("`imageName` \"{image_name}\" {why}")))?;
+            image_name
+        }
+        None => {
+            let image_name = format!("sandcastle:{repo_name}");
+            image::name_and_tag(&image_name).map_err(|_| {
+                source.error(
+                    repo_span,
+                    format!(
+                        "`repo` \"{repo}\" makes the default `imageName` \"{image_name}\", which \
+                         Docker refuses; set `imageName`, e.g. `imageName = \"sandcastle:name\"`"
+                    ),
+                )
+            })?;
+            image_name
+        }
+    };
 
     let models_default = defaults::models();
     let commands_default = Commands::default();
@@ -53,9 +75,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
         repo,
         forge_host,
         forge_url,
-        image_name: top
-            .word("imageName", "\"sandcastle:name\"")?
-            .unwrap_or_else(|| format!("sandcastle:{repo_name}")),
+        image_name,
         max_iterations: top
             .count("maxIterations", "5")?
             .unwrap_or(defaults::MAX_ITERATIONS),

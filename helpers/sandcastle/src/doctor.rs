@@ -7,8 +7,42 @@ use anyhow::{Result, bail};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Programs a sandbox needs from the image.
-const IMAGE_PROGRAMS: [&str; 3] = ["claude", "git", "configure-tea"];
+/// Programs the orchestrator runs in a sandbox: the shell (and the tools of its scripts), Claude
+/// Code and `configure-tea`.
+const ORCHESTRATOR_PROGRAMS: [&str; 8] = [
+    "sh",
+    "claude",
+    "configure-tea",
+    "cat",
+    "mkdir",
+    "dirname",
+    "grep",
+    "sleep",
+];
+/// Programs the prompts tell the agents to call.
+const AGENT_PROGRAMS: [&str; 4] = ["git", "tea", "fmt", "check"];
+/// Programs `sandcastle` itself runs on the host.
+const HOST_PROGRAMS: [&str; 2] = ["git", "docker"];
+
+/// What `nix flake init -t sandcastle#rust` writes and a project must change: the file, the text,
+/// and what to do instead.
+const TEMPLATE_PLACEHOLDERS: [(&str, &str, &str); 3] = [
+    (
+        "flake.nix",
+        "git+https://forge.example.dev/sandcastle/sandcastle",
+        "point the `sandcastle` input at sandcastle's flake (e.g. \"git+https://<your forge>/<owner>/sandcastle\"), then run `nix flake lock`",
+    ),
+    (
+        sandcastle_config::DEFAULT_PATH,
+        "repo = \"owner/name\"",
+        "set `repo` to your repository's \"owner/name\"",
+    ),
+    (
+        sandcastle_config::DEFAULT_PATH,
+        "forgeHost = \"forge.example.dev\"",
+        "set `forgeHost` to your forge",
+    ),
+];
 
 struct Report {
     failed: bool,
@@ -56,10 +90,17 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     let Some(config) = report.keep("config", config, |_| config_path.display().to_string()) else {
         return Ok(ExitCode::FAILURE);
     };
+    report.line("template", template_placeholders(project));
     let env_path = project.join(".sandcastle/.env");
-    let Some(env) = report.keep(".env", EnvFile::load(&env_path), |_| {
-        env_path.display().to_string()
-    }) else {
+    let env = if env_path.exists() {
+        EnvFile::load(&env_path)
+    } else {
+        Err(anyhow::anyhow!(
+            "{} is missing: `cp .sandcastle/.env.example .sandcastle/.env` and fill it in",
+            env_path.display()
+        ))
+    };
+    let Some(env) = report.keep(".env", env, |_| env_path.display().to_string()) else {
         return Ok(ExitCode::FAILURE);
     };
     let settings = Settings {
@@ -82,6 +123,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     );
     let creds = creds.and(settings.credentials().ok());
 
+    report.line("host", host_programs());
     if report
         .line(
             "docker",
@@ -97,8 +139,21 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     {
         report.line(
             "programs",
-            sandbox::image_has_programs(&config.image_name, &IMAGE_PROGRAMS)
-                .map(|()| format!("{} in the image", IMAGE_PROGRAMS.join(", "))),
+            sandbox::image_has_programs(&config.image_name, &ORCHESTRATOR_PROGRAMS).map(|()| {
+                format!(
+                    "{} in the image (what sandcastle runs there)",
+                    ORCHESTRATOR_PROGRAMS.join(", ")
+                )
+            }),
+        );
+        report.line(
+            "tools",
+            sandbox::image_has_programs(&config.image_name, &AGENT_PROGRAMS).map(|()| {
+                format!(
+                    "{} in the image (what the prompts call)",
+                    AGENT_PROGRAMS.join(", ")
+                )
+            }),
         );
     }
 
@@ -146,4 +201,55 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Each program `sandcastle` runs on the host, where `PATH` finds it.
+fn host_programs() -> Result<String> {
+    let mut found = Vec::new();
+    for program in HOST_PROGRAMS {
+        let path = which::which(program).map_err(|_| {
+            anyhow::anyhow!(
+                "`{program}` is not on PATH: install it (for docker the client is enough), or run \
+                 sandcastle as `nix run .#sandcastle`, which brings git and the Docker client"
+            )
+        })?;
+        found.push(format!("{program} {}", path.display()));
+    }
+    Ok(found.join(", "))
+}
+
+/// The template's placeholders still in the project, each with its fix.
+fn template_placeholders(project: &Path) -> Result<String> {
+    let left: Vec<String> = TEMPLATE_PLACEHOLDERS
+        .iter()
+        .filter(|(file, text, _)| {
+            std::fs::read_to_string(project.join(file)).is_ok_and(|content| content.contains(text))
+        })
+        .map(|(file, text, fix)| format!("{file} still has the placeholder `{text}`: {fix}"))
+        .collect();
+    if left.is_empty() {
+        Ok("no placeholder of the template left".to_string())
+    } else {
+        bail!("{}", left.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The placeholders doctor looks for are the ones the template writes.
+    #[test]
+    fn placeholders_are_the_templates() {
+        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates/rust");
+        let report = template_placeholders(&template).unwrap_err().to_string();
+        for (file, text, _) in TEMPLATE_PLACEHOLDERS {
+            assert!(
+                report.contains(&format!("{file} still has the placeholder `{text}`")),
+                "{report}"
+            );
+        }
+        let empty = tempfile::tempdir().unwrap();
+        assert!(template_placeholders(empty.path()).is_ok());
+    }
 }

@@ -30,16 +30,16 @@ use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
-#[command(
-    after_help = "Everything a project tunes lives in .sandcastle/config.toml; secrets in .sandcastle/.env.\n\
-Run `sandcastle doctor` first: it checks every prerequisite and says how to fix what is missing."
-)]
+#[command(after_help = "Without a command, `sandcastle` is `sandcastle run`.\n\
+Everything a project tunes lives in .sandcastle/config.toml; secrets in .sandcastle/.env.\n\
+Run `sandcastle doctor` first: it checks every prerequisite and says how to fix what is missing.")]
 struct Cli {
     /// The project directory (default: the current directory or the nearest parent with .sandcastle/config.toml).
     #[arg(short = 'C', long, global = true, value_name = "DIR")]
     project: Option<PathBuf>,
+    /// The command; none means `run`.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -70,9 +70,10 @@ fn main() -> ExitCode {
             .and_then(|cwd| context::find_project(&cwd)),
     };
     let result = project.and_then(|project| match cli.command {
-        Command::Run { once, issue } => run::run(&project, once, issue),
-        Command::Plan => run::plan(&project),
-        Command::Doctor => doctor::doctor(&project),
+        None => run::run(&project, false, None),
+        Some(Command::Run { once, issue }) => run::run(&project, once, issue),
+        Some(Command::Plan) => run::plan(&project),
+        Some(Command::Doctor) => doctor::doctor(&project),
     });
     match result {
         Ok(code) => code,

@@ -129,6 +129,23 @@ let
           fake "${pname}-${version}" "rustPlatform.buildRustPackage" (arguments // { inherit rustc cargo; });
     };
 
+    # pkgs/build-support/trivial-builders/default.nix
+    writeShellApplication =
+      { name
+      , text
+      , runtimeInputs ? [ ]
+      , runtimeEnv ? null
+      , meta ? { }
+      , passthru ? { }
+      , checkPhase ? null
+      , excludeShellChecks ? [ ]
+      , extraShellCheckFlags ? [ ]
+      , bashOptions ? [ "errexit" "nounset" "pipefail" ]
+      , derivationArgs ? { }
+      , inheritPath ? true
+      }@arguments:
+      fake name "writeShellApplication" arguments // passthru;
+
     # pkgs/build-support/mkshell/default.nix: has `...` in nixpkgs; the
     # stand-in takes the documented names.
     mkShell =
