@@ -1,5 +1,5 @@
 //! `sandcastle doctor`: every prerequisite of a run, one line each, with the fix.
-use crate::context::Settings;
+use crate::context::{HOST_ONLY_KEYS, Settings};
 use crate::forge::LIFECYCLE_LABELS;
 use crate::sandbox;
 use crate::secrets::EnvFile;
@@ -117,8 +117,14 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             if !anthropic.iter().any(|key| settings.env.get(key).is_some_and(|v| !v.is_empty())) {
                 bail!("neither ANTHROPIC_API_KEY nor CLAUDE_CODE_OAUTH_TOKEN is set: add one to .sandcastle/.env");
             }
-            let declared: Vec<&str> = settings.env.vars.iter().map(|(k, _)| k.as_str()).collect();
-            Ok(format!("FORGEJO_USER is {}; sandboxes get {}", creds.user, declared.join(", ")))
+            let passed: Vec<&str> = settings
+                .env
+                .vars
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| !HOST_ONLY_KEYS.contains(k))
+                .collect();
+            Ok(format!("FORGEJO_USER is {}; sandboxes get {}", creds.user, passed.join(", ")))
         }),
     );
     let creds = creds.and(settings.credentials().ok());
@@ -176,6 +182,18 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             forge
                 .current_user()
                 .map(|user| format!("accepted, as {user}")),
+        );
+        report.line(
+            "sandboxes",
+            settings.agent_login(&creds).map(|login| match login {
+                Some(login) => format!(
+                    "tea reads the forge as {} (FORGEJO_AGENT_TOKEN; give it read-only scopes); FORGEJO_TOKEN stays on the host",
+                    login.user
+                ),
+                None => "no forge token: tea is not configured in sandboxes; add a read-only FORGEJO_AGENT_TOKEN \
+                         to .sandcastle/.env to let agents read the forge"
+                    .to_string(),
+            }),
         );
         report.line(
             "labels",

@@ -438,7 +438,14 @@ fn doctor_and_plan_change_nothing() {
     let doctor = h.sandcastle(&["doctor"]);
     let stdout = String::from_utf8_lossy(&doctor.stdout).to_string();
     for check in [
-        "config", ".env", "docker", "image", "programs", "forge", "token",
+        "config",
+        ".env",
+        "docker",
+        "image",
+        "programs",
+        "forge",
+        "token",
+        "sandboxes",
     ] {
         assert!(
             stdout

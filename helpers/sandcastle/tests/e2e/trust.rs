@@ -256,6 +256,18 @@ fn no_sandbox_holds_the_orchestrators_token() {
         "{stderr}"
     );
 
+    let doctor = h.sandcastle(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("ok") && l.contains("tea reads the forge as reader-bot")),
+        "{said}"
+    );
+    assert!(
+        !said.contains(&reader) && !said.contains(&h.token),
+        "{said}"
+    );
+
     // The same token for both is refused before anything happens.
     h.write_env_with(&h.token, &format!("FORGEJO_AGENT_TOKEN={}\n", h.token));
     let refused = h.sandcastle(&["run", "--once"]);
