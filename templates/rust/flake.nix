@@ -44,8 +44,9 @@
           doCheck = false;
         };
 
-        # The image the agents run in (Linux only). Its name and tag come
-        # from .sandcastle/config.toml, resolved as sandcastle resolves them.
+        # The image the agents run in (Linux only). Its name, tag and forge
+        # URL come from .sandcastle/config.toml, resolved as sandcastle
+        # resolves them.
         image = lib.optionalAttrs (sandcastleLib ? mkSandcastleImage) {
           sandcastleImage = sandcastleLib.mkSandcastleImage
             (sandcastleLib.imageArgsFromConfig ./.sandcastle/config.toml // {

@@ -1,6 +1,8 @@
 //! `forgeHost` -> the forge's base URL. A bare host (`forge.example.dev`, `127.0.0.1:3000`) means
 //! HTTPS; a URL (`http://127.0.0.1:3000`) keeps its scheme. The result is lower-cased, drops the
 //! scheme's default port and has no trailing slash, so `<url>/<owner>/<repo>.git` is the clone URL.
+//! `nix/imageArgsFromConfig.nix` resolves the same way with the same messages;
+//! `tests/resolution_table.rs` writes the cases both are checked against.
 
 /// The base URL for a `forgeHost` value, or why it is not one (a phrase that ends with the fix).
 pub fn forge_url(forge_host: &str) -> Result<String, String> {
