@@ -140,7 +140,7 @@ network = "host"   # the fake forge and model listen on 127.0.0.1
 memory = "2g"
 pidsLimit = 512
 EOF
-printf '.env\nlogs/\nworktrees/\n' >"$project/.sandcastle/.gitignore"
+printf '.env\nlogs/\nrepos/\n' >"$project/.sandcastle/.gitignore"
 (
     umask 077
     cat >"$project/.sandcastle/.env" <<EOF
@@ -195,7 +195,7 @@ report="$(ls -t "$logs"/run-*.json 2>/dev/null | head -n 1 || true)"
 step "logs"
 echo "transcripts, sessions, state: $logs"
 echo "run report:                   ${report:-none written}"
-echo "checkouts:                    $project/.sandcastle/worktrees"
+echo "work repositories:            $project/.sandcastle/repos"
 if [[ -n "$report" ]]; then
     run_id="$(jq -r .runId "$report")"
     echo "containers of run $run_id left: $(docker ps -aq --filter "label=sandcastle.run=$run_id" | wc -l)"
