@@ -10,7 +10,7 @@ use fake_anthropic::{FakeAnthropic, Scenario};
 /// Code CLI without a model.
 ///
 /// The scenario is a JSON list of scripts:
-///   [{"match": "The issue: #1 ", "turns": [{"bash": "git commit ...", "description": "commit"},
+///   [{"match": "The issue: #1\n", "turns": [{"bash": "git commit ...", "description": "commit"},
 ///     {"text": "Done. <promise>COMPLETE</promise>"}], "repeat_last": false}]
 /// A conversation follows the first script whose `match` occurs in its first user prompt; its
 /// n-th answer is the script's n-th turn (a Bash tool call, or text that ends the turn).

@@ -494,17 +494,17 @@ fn complaint(stderr: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A bare remote with `main` holding one commit, reached over `file://`.
-    struct Remote {
+    pub(crate) struct Remote {
         tmp: tempfile::TempDir,
         url: String,
     }
 
     impl Remote {
-        fn new() -> Remote {
+        pub(crate) fn new() -> Remote {
             let tmp = tempfile::tempdir().unwrap();
             let bare = tmp.path().join("remote.git");
             fixture_git(
@@ -550,7 +550,7 @@ mod tests {
             (!out.is_empty()).then_some(out)
         }
 
-        fn repo(&self, name: &str, branch: &str) -> Result<WorkRepo> {
+        pub(crate) fn repo(&self, name: &str, branch: &str) -> Result<WorkRepo> {
             WorkRepo::prepare(
                 &self.path(name),
                 &self.url,
@@ -568,7 +568,7 @@ mod tests {
         }
     }
 
-    fn fixture_git(dir: &Path, args: &[&str]) -> String {
+    pub(crate) fn fixture_git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .current_dir(dir)
             .args(["-c", "user.name=Test", "-c", "user.email=test@localhost"])

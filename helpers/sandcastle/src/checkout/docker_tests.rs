@@ -1,49 +1,16 @@
 //! The checkout inside a real sandbox: seeded from a work repository, its commits taken back out.
 use super::*;
-use crate::git::Credentials;
+use crate::git::tests::Remote;
 use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
-use std::path::Path;
-use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=T", "-c", "user.email=t@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A `file://` remote with `main` holding one commit, and a work repository of it.
-fn work_repo(tmp: &Path, branch: &str) -> WorkRepo {
-    let seed = tmp.join("seed");
-    git(tmp, &["init", "-q", "--bare", "-b", "main", "remote.git"]);
-    git(tmp, &["clone", "-q", "remote.git", "seed"]);
-    std::fs::write(seed.join("README"), "hello\n").unwrap();
-    git(&seed, &["add", "README"]);
-    git(&seed, &["commit", "-qm", "initial"]);
-    git(&seed, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
-    let creds = Credentials {
-        user: "u".into(),
-        token: "t".into(),
-    };
-    let url = format!("file://{}", tmp.join("remote.git").display());
-    WorkRepo::prepare(&tmp.join("work.git"), &url, &creds, branch, "main").unwrap()
-}
 
 #[test]
 fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
     if !docker_ready() {
         return;
     }
+    let remote = Remote::new();
+    let repo = remote.repo("work.git", "sandcastle/issue-1").unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let repo = work_repo(tmp.path(), "sandcastle/issue-1");
     let run = TestRun::new("checkout");
     let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
     seed(&sandbox, &repo, "http://127.0.0.1:9/owner/name.git").unwrap();
@@ -52,7 +19,7 @@ fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
         exec(&sandbox, &["git", "symbolic-ref", "--short", "HEAD"]),
         "sandcastle/issue-1"
     );
-    assert_eq!(exec(&sandbox, &["cat", "README"]), "hello");
+    assert_eq!(exec(&sandbox, &["cat", "initial"]), "initial");
     assert_eq!(
         exec(
             &sandbox,

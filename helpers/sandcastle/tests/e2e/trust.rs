@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 
+/// The agent's environment and tea's config, committed as `seen.txt` for the test to read.
+const RECORD_WHAT_THE_SANDBOX_SEES: &str = "{ env; cat /home/agent/.config/tea/config.yml 2>/dev/null \
+     || echo NO-TEA-CONFIG; } > seen.txt && git add seen.txt && git commit -qm 'What the sandbox saw'";
+
 fn commit(file: &str, message: &str) -> Value {
     json!({"bash": format!("echo done > {file} && git add {file} && git commit -qm '{message}'"), "description": "commit"})
 }
@@ -221,10 +225,8 @@ fn no_sandbox_holds_the_orchestrators_token() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let record = "{ env; cat /home/agent/.config/tea/config.yml 2>/dev/null || echo NO-TEA-CONFIG; } > seen.txt \
-                  && git add seen.txt && git commit -qm 'What the sandbox saw'";
     let (h, issue) = one_issue(
-        json!([{"bash": record, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
+        json!([{"bash": RECORD_WHAT_THE_SANDBOX_SEES, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
         "Look around.",
     );
     let reader = h.forge.add_user("reader-bot");
@@ -286,10 +288,8 @@ fn without_an_agent_token_tea_is_not_configured_and_the_prompt_says_so() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let record = "{ env; cat /home/agent/.config/tea/config.yml 2>/dev/null || echo NO-TEA-CONFIG; } > seen.txt \
-                  && git add seen.txt && git commit -qm 'What the sandbox saw'";
     let (h, issue) = one_issue(
-        json!([{"bash": record, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
+        json!([{"bash": RECORD_WHAT_THE_SANDBOX_SEES, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
         "Look around.",
     );
     let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
