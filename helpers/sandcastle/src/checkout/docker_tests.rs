@@ -32,7 +32,7 @@ fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
         "http://127.0.0.1:9/owner/name.git"
     );
     assert_eq!(
-        exec(&sandbox, &["stat", "-c", "%U", "README", ".git/HEAD"]),
+        exec(&sandbox, &["stat", "-c", "%U", "initial", ".git/HEAD"]),
         "agent\nagent"
     );
 
