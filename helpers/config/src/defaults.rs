@@ -7,6 +7,7 @@ pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const REVIEW_ROUNDS: u32 = 2;
 
 pub(crate) fn models() -> Models {
     Models {

@@ -40,6 +40,13 @@ pub struct Config {
     pub models: Models,
     pub commands: Commands,
     pub sandbox: Sandbox,
+    pub review: Review,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Review {
+    /// How many times the reviewer may send the work back before the pull request opens anyway.
+    pub rounds: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

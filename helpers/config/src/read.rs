@@ -6,7 +6,9 @@ use std::time::Duration;
 use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
-use crate::{Commands, Config, ConfigError, Models, Sandbox, defaults, forge, image, suggest};
+use crate::{
+    Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge, image, suggest,
+};
 
 const TOP_KEYS: &[&str] = &[
     "repo",
@@ -19,10 +21,12 @@ const TOP_KEYS: &[&str] = &[
     "models",
     "commands",
     "sandbox",
+    "review",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
 const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
+const REVIEW_KEYS: &[&str] = &["rounds"];
 
 type Span = Option<Range<usize>>;
 
@@ -37,6 +41,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let models = top.section("models", MODELS_KEYS)?;
     let commands = top.section("commands", COMMANDS_KEYS)?;
     let sandbox = top.section("sandbox", SANDBOX_KEYS)?;
+    let review = top.section("review", REVIEW_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -131,6 +136,14 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                 mounts: sandbox
                     .mounts("mounts", "[\"/srv/cache:/cache\"]")?
                     .unwrap_or(sandbox_default.mounts),
+            },
+        },
+        review: Review {
+            rounds: match review {
+                None => defaults::REVIEW_ROUNDS,
+                Some(review) => review
+                    .count("rounds", "2")?
+                    .unwrap_or(defaults::REVIEW_ROUNDS),
             },
         },
     })

@@ -70,6 +70,7 @@ fn defaults() -> Value {
             ],
         },
         "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [] },
+        "review": { "rounds": 2 },
     })
 }
 
@@ -104,6 +105,9 @@ network = "host"
 memory = "512m"
 pidsLimit = 64
 mounts = ["/srv/cache:/cache", "relative/dir:/data"]
+
+[review]
+rounds = 3
 "#;
     assert_eq!(
         resolved(toml),
@@ -127,6 +131,7 @@ mounts = ["/srv/cache:/cache", "relative/dir:/data"]
                 "pidsLimit": 64,
                 "mounts": ["/srv/cache:/cache", "relative/dir:/data"],
             },
+            "review": { "rounds": 3 },
         })
     );
 }
@@ -271,7 +276,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

@@ -8,6 +8,11 @@ pub struct Conversation {
     pub model: String,
     /// Text of the first user message, without Claude Code's `<system-reminder>` blocks.
     pub prompt: String,
+    /// Text of the last user message (a resumed session's new prompt), without reminders; empty
+    /// when that message holds only tool results.
+    pub latest: String,
+    /// Every text the assistant already said in the conversation, one per line.
+    pub said: String,
     /// Number of assistant messages already in the request: the index of the turn to answer.
     /// Counting instead of remembering keeps the server stateless, so concurrent agents,
     /// retries and resumed sessions all get the right turn.
@@ -34,10 +39,22 @@ impl Conversation {
             .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
             .map(|message| prompt_text(message.get("content")))
             .unwrap_or_default();
-        let turn = messages
+        let latest = messages
             .iter()
-            .filter(|message| message.get("role").and_then(Value::as_str) == Some("assistant"))
-            .count();
+            .rfind(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+            .map(|message| prompt_text(message.get("content")))
+            .unwrap_or_default();
+        let assistant = || {
+            messages
+                .iter()
+                .filter(|message| message.get("role").and_then(Value::as_str) == Some("assistant"))
+        };
+        let said = assistant()
+            .map(|message| prompt_text(message.get("content")))
+            .filter(|text| !text.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let turn = assistant().count();
         let offers_bash = body
             .get("tools")
             .and_then(Value::as_array)
@@ -49,6 +66,8 @@ impl Conversation {
         Ok(Conversation {
             model,
             prompt,
+            latest,
+            said,
             turn,
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
             offers_bash,
@@ -93,10 +112,29 @@ mod tests {
         });
         let conversation = Conversation::from_body(&body).unwrap();
         assert_eq!(conversation.prompt, "-\nWork on issue #1\n");
+        assert_eq!(
+            conversation.latest, "",
+            "the last user message holds a tool result only"
+        );
+        assert_eq!(conversation.said, "");
         assert!(!conversation.prompt.contains("Plan"));
         assert_eq!(conversation.turn, 1);
         assert!(conversation.stream);
         assert!(conversation.offers_bash);
+    }
+
+    #[test]
+    fn a_resumed_conversation_shows_its_new_prompt_and_what_was_said() {
+        let body = json!({"model": "m", "messages": [
+            {"role": "user", "content": "Work on issue #1"},
+            {"role": "assistant", "content": [{"type": "text", "text": "MARKER said once"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Iteration 2: carry on"}]}
+        ]});
+        let conversation = Conversation::from_body(&body).unwrap();
+        assert_eq!(conversation.prompt, "Work on issue #1");
+        assert_eq!(conversation.latest, "Iteration 2: carry on");
+        assert_eq!(conversation.said, "MARKER said once");
+        assert_eq!(conversation.turn, 1);
     }
 
     #[test]

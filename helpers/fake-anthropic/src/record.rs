@@ -8,6 +8,10 @@ pub struct RecordedRequest {
     pub model: String,
     /// The conversation's first user prompt (system reminders excluded).
     pub prompt: String,
+    /// The conversation's last user message (a resumed session's new prompt), reminders excluded.
+    pub latest: String,
+    /// What the assistant already said in the conversation.
+    pub said: String,
     /// Assistant messages already in the conversation: the turn that was answered.
     pub turn: usize,
     /// Index of the script that answered, `None` when no script had this turn.

@@ -133,6 +133,8 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
     let record = RecordedRequest {
         model: conversation.model.clone(),
         prompt: conversation.prompt.clone(),
+        latest: conversation.latest.clone(),
+        said: conversation.said.clone(),
         turn: conversation.turn,
         script: script_index,
         usage: reply.usage,

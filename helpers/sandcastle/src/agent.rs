@@ -5,11 +5,11 @@
 //! client; after every iteration, every process of the agent user inside the container is killed
 //! too: killing the client alone would leave Claude Code (and whatever the agent started in the
 //! background) running in a container that the next iteration reuses.
+use crate::role::Role;
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
 use crate::stream::{Event, Usage, parse_line};
 use anyhow::{Context, Result};
-use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
@@ -23,8 +23,7 @@ pub const COMPLETION_SIGNAL: &str = "<promise>COMPLETE</promise>";
 const STDERR_TAIL: usize = 4096;
 
 pub struct AgentRun<'a> {
-    /// `planner`, `implementer`, `reviewer`, `pr-fixer`.
-    pub role: &'a str,
+    pub role: Role,
     pub model: &'a str,
     pub prompt: &'a str,
     /// Resume this saved session (its file is copied into the container first).
@@ -44,13 +43,24 @@ pub struct SavedSession {
     pub file: PathBuf,
 }
 
+/// How an agent's turn ended. A failed turn is the agent's result, not broken machinery: it still
+/// has its cost, transcript and (maybe) session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// The final result carries the completion signal.
+    Completed,
+    /// The turn ended without the completion signal.
+    Stopped,
+    /// An error result, an idle timeout or a crash: why, in one redacted line naming the transcript.
+    Failed(String),
+}
+
 #[derive(Debug, Clone)]
 pub struct AgentOutcome {
+    pub ending: Ending,
     pub session: Option<SavedSession>,
     /// The final `result` text (redacted).
     pub result_text: String,
-    /// The completion signal appeared in the final result text and the result was not an error.
-    pub completed: bool,
     pub usage: Usage,
     pub transcript: PathBuf,
 }
@@ -61,29 +71,10 @@ pub enum AgentEvent<'a> {
     Usage(&'a Usage),
 }
 
-/// The error `run` returns when the iteration itself failed (error result, idle timeout, crash).
-/// It keeps what the iteration cost and its session, so the caller can still count and resume them:
-/// `error.downcast_ref::<AgentFailure>()`. The message names the transcript.
-#[derive(Debug, Clone)]
-pub struct AgentFailure {
-    /// One line, redacted.
-    pub message: String,
-    pub usage: Usage,
-    pub session: Option<SavedSession>,
-}
-
-impl fmt::Display for AgentFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for AgentFailure {}
-
 /// Runs `claude --print --verbose --output-format stream-json --model M --dangerously-skip-permissions
 /// [--resume S] -p -` in the sandbox with the prompt on stdin. An error result (`is_error: true`), an idle
-/// timeout or a crash is an `Err` (an [`AgentFailure`]) with a clear message; the transcript is saved
-/// either way, line by line as it streams.
+/// timeout or a crash ends the turn as [`Ending::Failed`] with a clear message; `Err` is for broken
+/// machinery (Docker, the log directory). The transcript is saved either way, line by line as it streams.
 pub fn run(
     sandbox: &Sandbox,
     run: &AgentRun,
@@ -136,16 +127,18 @@ pub fn run(
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
-    let ending = loop {
+    let stream_end = loop {
         let wait = match grace_until {
             Some(until) => until.saturating_duration_since(Instant::now()),
             None => run.idle_timeout,
         };
         let line = match pipes.lines.recv_timeout(wait) {
             Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) if grace_until.is_some() => break Ending::GraceExpired,
-            Err(RecvTimeoutError::Timeout) => break Ending::IdleTimeout,
-            Err(RecvTimeoutError::Disconnected) => break Ending::StreamClosed,
+            Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
+                break StreamEnd::GraceExpired;
+            }
+            Err(RecvTimeoutError::Timeout) => break StreamEnd::IdleTimeout,
+            Err(RecvTimeoutError::Disconnected) => break StreamEnd::StreamClosed,
         };
         let redacted = redact.redact(&line);
         if let Err(error) = writeln!(transcript, "{redacted}").and_then(|()| transcript.flush()) {
@@ -164,9 +157,9 @@ pub fn run(
         }
     };
 
-    let status = match ending {
-        Ending::StreamClosed => wait_or_kill(&mut child, run.exit_grace),
-        Ending::IdleTimeout | Ending::GraceExpired => None,
+    let status = match stream_end {
+        StreamEnd::StreamClosed => wait_or_kill(&mut child, run.exit_grace),
+        StreamEnd::IdleTimeout | StreamEnd::GraceExpired => None,
     };
     if status.is_none() {
         let _ = child.kill();
@@ -184,30 +177,30 @@ pub fn run(
         .as_ref()
         .map(|result| result.usage.clone())
         .unwrap_or_default();
-    let fail = |message: String| -> anyhow::Error {
-        AgentFailure {
-            message,
-            usage: usage.clone(),
-            session: session.clone(),
-        }
-        .into()
+    let outcome = |ending: Ending, result_text: String| AgentOutcome {
+        ending,
+        session: session.clone(),
+        result_text,
+        usage: usage.clone(),
+        transcript: transcript_path.clone(),
     };
-    if let Ending::IdleTimeout = ending {
-        return Err(fail(format!(
+    let fail = |message: String| Ok(outcome(Ending::Failed(message), String::new()));
+    if let StreamEnd::IdleTimeout = stream_end {
+        return fail(format!(
             "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
             run.model,
             short_duration(run.idle_timeout),
             transcript_path.display()
-        )));
+        ));
     }
     let (text, completed) = match seen.result {
         Some(result) if result.is_error => {
-            return Err(fail(format!(
+            return fail(format!(
                 "{label}: Claude Code reported an error ({}): {}; transcript: {}",
                 result.subtype,
                 first_line(&result.text),
                 transcript_path.display()
-            )));
+            ));
         }
         Some(result) => {
             let completed = result.text.contains(COMPLETION_SIGNAL);
@@ -220,20 +213,19 @@ pub fn run(
                 Some(status) => format!("exited ({status})"),
                 None => "hung".to_string(),
             };
-            return Err(fail(format!(
+            return fail(format!(
                 "{label}: Claude Code {how} without a result: {}; transcript: {}",
                 last_line(&stderr).unwrap_or("no error output"),
                 transcript_path.display()
-            )));
+            ));
         }
     };
-    Ok(AgentOutcome {
-        session,
-        result_text: text,
-        completed,
-        usage,
-        transcript: transcript_path,
-    })
+    let ending = if completed {
+        Ending::Completed
+    } else {
+        Ending::Stopped
+    };
+    Ok(outcome(ending, text))
 }
 
 /// Where Claude Code keeps a session of a project in WORKSPACE: its projects directory is named
@@ -245,7 +237,7 @@ fn session_path_in_container(session_id: &str) -> String {
     )
 }
 
-enum Ending {
+enum StreamEnd {
     /// Claude Code closed its output: it exited (or is exiting).
     StreamClosed,
     IdleTimeout,
@@ -400,7 +392,7 @@ while [ $i -lt 50 ]; do
   sleep 0.1; i=$((i+1))
 done"#;
 
-fn kill_agent_processes(sandbox: &Sandbox) {
+pub fn kill_agent_processes(sandbox: &Sandbox) {
     let _ = sandbox
         .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
         .stdin(Stdio::null())

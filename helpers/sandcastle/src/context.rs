@@ -69,8 +69,10 @@ impl Settings {
         })
     }
 
+    /// The forge client of the run: everything it sends is redacted.
     pub fn forge(&self, creds: &Credentials) -> Forge {
         Forge::new(&self.config.forge_url, &self.config.repo, &creds.token)
+            .redacting(Redactor::new(&self.env))
     }
 
     /// `FORGEJO_AGENT_TOKEN` with the login the forge says it belongs to, or `None` when the project
@@ -193,9 +195,10 @@ impl Context {
         prompts::render(&self.project, name, &all)
     }
 
-    /// Agent text made fit for the forge: secrets redacted, closing keywords defused.
+    /// Agent text made fit for the forge: closing keywords defused. (Secrets are the forge client's
+    /// to redact: it redacts everything it sends.)
     pub fn agent_text(&self, text: &str) -> String {
-        forge_text::defuse_keywords(&self.redactor.redact(text))
+        forge_text::defuse_keywords(text)
     }
 
     /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.

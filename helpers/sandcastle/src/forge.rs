@@ -7,6 +7,7 @@
 //! labels are removed by numeric id only.
 use std::time::Duration;
 
+use crate::secrets::Redactor;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -87,6 +88,9 @@ pub struct Forge {
     token: String,
     /// The variable the token came from, for errors.
     token_name: &'static str,
+    /// Every string the client sends passes it: the one sink for what the orchestrator writes to
+    /// the forge, so no call site can forget redaction.
+    redactor: Redactor,
     agent: ureq::Agent,
 }
 
@@ -119,8 +123,15 @@ impl Forge {
             name: name.to_string(),
             token: token.to_string(),
             token_name: "FORGEJO_TOKEN",
+            redactor: Redactor::default(),
             agent: config.into(),
         }
+    }
+
+    /// The same client, redacting with `redactor` every string it sends.
+    pub fn redacting(mut self, redactor: Redactor) -> Forge {
+        self.redactor = redactor;
+        self
     }
 
     /// The same client, naming `name` as the token's variable in its errors.
@@ -413,7 +424,7 @@ impl Forge {
                 .agent
                 .post(&url)
                 .header("Authorization", &auth)
-                .send_json(body),
+                .send_json(redact_json(&self.redactor, body)),
             Method::Delete => self
                 .agent
                 .delete(&url)
@@ -486,6 +497,26 @@ fn parse<T: DeserializeOwned>(reply: &Reply, path: &str) -> Result<T> {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Every string in `value`, redacted.
+fn redact_json(redactor: &Redactor, value: Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(redactor.redact(&text)),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| redact_json(redactor, v))
+                .collect(),
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k, redact_json(redactor, v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 fn login(user: Option<ApiUser>) -> String {
@@ -934,6 +965,23 @@ mod tests {
             (ours.author.as_str(), ours.head_repo.as_deref()),
             ("alice", Some(REPO))
         );
+        assert_conforms(&forge);
+    }
+
+    /// The forge is one of the sinks: a secret in anything sent is redacted, whoever forgot.
+    #[test]
+    fn every_string_sent_is_redacted() {
+        let (forge, client) = setup();
+        let redactor = Redactor::new(&crate::secrets::EnvFile {
+            vars: vec![("ANTHROPIC_API_KEY".into(), "sk-forge-sink-secret".into())],
+        });
+        let client = client.redacting(redactor);
+        let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
+        client
+            .comment(number, "- Commit sk-forge-sink-secret leaked\n")
+            .unwrap();
+        let comments = forge.comments(REPO, number);
+        assert_eq!(comments[0].body, "- Commit [redacted] leaked\n");
         assert_conforms(&forge);
     }
 

@@ -1,10 +1,10 @@
 //! One pass of the loop: the PR rework lane, then planning, then implementation, each lane running up
 //! to `maxConcurrency` pieces of work at once.
 use crate::context::Context;
+use crate::driver::{Piece, work_on};
 use crate::forge::{Issue, Pull};
-use crate::issue_lane::work_on_issue;
 use crate::planning;
-use crate::rework_lane::rework_pull;
+use crate::role::WorkKey;
 use crate::state::Outcome;
 use anyhow::{Context as _, Result};
 use std::collections::VecDeque;
@@ -36,8 +36,8 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
         run_parallel(
             ctx,
             rework,
-            |p| format!("pr #{}", p.number),
-            |p| rework_pull(ctx, p, &base),
+            |p| WorkKey::Pull(p.number),
+            |p| work_on(ctx, &Piece::Pull(p), &base),
             &mut summary,
         );
     }
@@ -59,8 +59,8 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
     run_parallel(
         ctx,
         issues,
-        |i| format!("issue #{}", i.number),
-        |i| work_on_issue(ctx, i, &base),
+        |i| WorkKey::Issue(i.number),
+        |i| work_on(ctx, &Piece::Issue(i), &base),
         &mut summary,
     );
     Ok(summary)
@@ -70,7 +70,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
 fn run_parallel<T: Sync>(
     ctx: &Context,
     items: Vec<T>,
-    key: impl Fn(&T) -> String + Sync,
+    key: impl Fn(&T) -> WorkKey + Sync,
     work: impl Fn(&T) -> Result<Outcome> + Sync,
     summary: &mut PassSummary,
 ) {
@@ -85,7 +85,7 @@ fn run_parallel<T: Sync>(
                     else {
                         break;
                     };
-                    let key = key(item);
+                    let key = key(item).to_string();
                     let result = work(item);
                     let line = match &result {
                         Ok(outcome) => outcome.to_string(),

@@ -1,10 +1,12 @@
 //! Which issues to work on now: the candidates, and the planner agent's choice among them.
-use crate::agent::AgentOutcome;
+use crate::agent::{AgentOutcome, Ending};
 use crate::context::Context;
+use crate::driver::{Sandboxed, Turn};
 use crate::forge::{Issue, Pull};
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
-use crate::role::{self, LazySandbox, Turn, Work};
+use crate::role::{Role, WorkKey};
+use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
 /// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, without an open pull request
@@ -98,25 +100,24 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
         "plan",
         &[("ISSUES", &listing), ("MAX_CONCURRENCY", &max_text)],
     )?;
-    let slug = "planner";
-    let repo = WorkRepo::prepare(&ctx.repo_dir(slug), &ctx.remote, &ctx.creds, base, base)?;
-    let log_dir = ctx.work_log_dir(slug);
-    let work = Work {
-        key: "plan",
-        lane: "plan",
-        log_dir: &log_dir,
-    };
-    let mut sandbox = LazySandbox::new(ctx, slug, &repo);
-    let model = &ctx.config.models.planner;
+    let key = WorkKey::Plan;
+    let repo = WorkRepo::prepare(
+        &ctx.repo_dir(&key.slug()),
+        &ctx.remote,
+        &ctx.creds,
+        base,
+        base,
+    )?;
+    let mut sandbox = WorkSandbox::new(ctx, key, &repo);
+    let log_dir = sandbox.log_dir().clone();
     let turn = Turn {
-        role: "planner",
-        model,
+        role: Role::Planner,
         prompt: &prompt,
         resume: None,
         iteration: 1,
         max_iterations: 1,
     };
-    let first = role::run_turn(ctx, sandbox.get()?, &work, &turn).context("the planner failed")?;
+    let first = planner_turn(&mut sandbox, &turn)?;
     let error = match plan::parse(&first.result_text, &ids, max) {
         Ok(plan) => return Ok(finish(ctx, plan)),
         Err(e) => e,
@@ -125,16 +126,14 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
         "plan: the planner's answer was invalid ({error:#}); asking once more"
     ));
     let correction = correction_prompt(&error, &ids, max);
-    let session = first.session.as_ref();
     let retry = Turn {
-        resume: session,
+        resume: first.session.as_ref(),
         prompt: &correction,
         iteration: 2,
         max_iterations: 2,
         ..turn
     };
-    let second: AgentOutcome =
-        role::run_turn(ctx, sandbox.get()?, &work, &retry).context("the planner failed")?;
+    let second = planner_turn(&mut sandbox, &retry)?;
     match plan::parse(&second.result_text, &ids, max) {
         Ok(plan) => Ok(finish(ctx, plan)),
         Err(e) => {
@@ -145,6 +144,15 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
             )
         }
     }
+}
+
+/// A planner turn; a planner that failed fails the pass.
+fn planner_turn(sandbox: &mut WorkSandbox, turn: &Turn) -> Result<AgentOutcome> {
+    let outcome = sandbox.turn(turn).context("the planner failed")?;
+    if let Ending::Failed(why) = &outcome.ending {
+        bail!("the planner failed: {why}");
+    }
+    Ok(outcome)
 }
 
 fn finish(ctx: &Context, plan: Vec<PlannedIssue>) -> Vec<PlannedIssue> {

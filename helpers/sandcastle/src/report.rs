@@ -1,5 +1,6 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
 //! `.sandcastle/logs/run-<timestamp>.json`.
+use crate::role::Role;
 use crate::stream::Usage;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
@@ -24,6 +25,9 @@ pub struct WorkReport {
     pub outcome: String,
     pub roles: BTreeMap<String, RoleTally>,
     pub total: RoleTally,
+    /// Times the orchestrator ran `check` on this work in this run, and whether the last run passed.
+    pub gate_runs: u32,
+    pub gate_passed: Option<bool>,
     #[serde(skip)]
     started: Option<Instant>,
     pub duration_seconds: f64,
@@ -61,6 +65,8 @@ impl Report {
             outcome: "unfinished".to_string(),
             roles: BTreeMap::new(),
             total: RoleTally::default(),
+            gate_runs: 0,
+            gate_passed: None,
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -68,16 +74,24 @@ impl Report {
     }
 
     /// One agent iteration of `role` on `key`, finished or not.
-    pub fn record_iteration(&self, key: &str, role: &str, usage: &Usage, took: Duration) {
+    pub fn record_iteration(&self, key: &str, role: Role, usage: &Usage, took: Duration) {
         self.with_work(key, |work| {
             for tally in [
-                work.roles.entry(role.to_string()).or_default(),
+                work.roles.entry(role.name().to_string()).or_default(),
                 &mut work.total,
             ] {
                 tally.iterations += 1;
                 tally.usage.add(usage);
                 tally.duration_seconds += took.as_secs_f64();
             }
+        });
+    }
+
+    /// One run of the gate on `key`.
+    pub fn record_gate(&self, key: &str, passed: bool) {
+        self.with_work(key, |work| {
+            work.gate_runs += 1;
+            work.gate_passed = Some(passed);
         });
     }
 
@@ -194,25 +208,25 @@ mod tests {
         let report = Report::new("r1");
         report.record_iteration(
             "issue #1",
-            "implementer",
+            Role::Implementer,
             &usage(100, 0.5),
             Duration::from_secs(2),
         );
         report.record_iteration(
             "issue #1",
-            "implementer",
+            Role::Implementer,
             &usage(50, 0.25),
             Duration::from_secs(1),
         );
         report.record_iteration(
             "issue #1",
-            "reviewer",
+            Role::Reviewer,
             &usage(10, 0.125),
             Duration::from_secs(1),
         );
         report.record_iteration(
             "issue #2",
-            "implementer",
+            Role::Implementer,
             &usage(1, 1.0),
             Duration::from_secs(1),
         );

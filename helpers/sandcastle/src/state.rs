@@ -1,6 +1,7 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
+use crate::role::Role;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -8,9 +9,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
-    /// The implementer (or pr-fixer) iterates towards the completion signal.
+    /// The implementer (or pr-fixer) iterates until it says it is done and the gate passes.
     Work,
-    /// The reviewer looks at the commits.
+    /// The reviewer gives its verdict on the commits.
     Review,
     /// The orchestrator pushes and updates the forge.
     Publish,
@@ -18,6 +19,13 @@ pub enum Phase {
     Done,
     /// No completion within `maxIterations`; the forge has been told (`told_forge`).
     GaveUp,
+}
+
+/// The reviewer's last word: approved (the completion signal) or not, with its summary or findings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub approved: bool,
+    pub summary: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -32,7 +40,24 @@ pub struct WorkState {
     /// The last result text of the working agent.
     pub last_summary: String,
     /// The latest saved session of each role, resumable in a fresh container.
-    pub sessions: Vec<(String, SavedSession)>,
+    pub sessions: Vec<(Role, SavedSession)>,
+    /// What the orchestrator tells the working agent next: the gate's failure or the reviewer's
+    /// findings. `None`: it did not say it was done.
+    #[serde(default)]
+    pub nudge: Option<String>,
+    /// Times the gate ran, and whether the last run passed.
+    #[serde(default)]
+    pub gate_runs: u32,
+    #[serde(default)]
+    pub gate_passed: Option<bool>,
+    /// Review rounds done, and the reviewer's last verdict.
+    #[serde(default)]
+    pub review_rounds: u32,
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    /// What the agents' turns on this work cost, over every run.
+    #[serde(default)]
+    pub cost_usd: f64,
     /// The HEAD before the agents started; new commits are counted from it.
     pub start_commit: Option<String>,
     /// Marks the forge comment of this attempt, so a resumed run never posts it twice.
@@ -50,6 +75,12 @@ impl WorkState {
             iterations: 0,
             last_summary: String::new(),
             sessions: Vec::new(),
+            nudge: None,
+            gate_runs: 0,
+            gate_passed: None,
+            review_rounds: 0,
+            verdict: None,
+            cost_usd: 0.0,
             start_commit: None,
             attempt: attempt.to_string(),
             pull: None,
@@ -90,9 +121,20 @@ impl WorkState {
         std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
     }
 
-    pub fn set_session(&mut self, role: &str, session: SavedSession) {
-        self.sessions.retain(|(r, _)| r != role);
-        self.sessions.push((role.to_string(), session));
+    pub fn set_session(&mut self, role: Role, session: SavedSession) {
+        self.sessions.retain(|(r, _)| *r != role);
+        self.sessions.push((role, session));
+    }
+
+    pub fn session(&self, role: Role) -> Option<&SavedSession> {
+        self.sessions
+            .iter()
+            .find(|(r, _)| *r == role)
+            .map(|(_, s)| s)
+    }
+
+    pub fn forget_session(&mut self, role: Role) {
+        self.sessions.retain(|(r, _)| *r != role);
     }
 }
 
@@ -109,7 +151,7 @@ mod tests {
         state.iterations = 2;
         state.phase = Phase::Publish;
         state.set_session(
-            "implementer",
+            Role::Implementer,
             SavedSession {
                 session_id: "s".into(),
                 file: "f".into(),

@@ -32,7 +32,7 @@ fn redactor() -> Redactor {
 
 fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun<'a> {
     AgentRun {
-        role: "implementer",
+        role: Role::Implementer,
         model: "claude-sonnet-4-6",
         prompt,
         resume: None,
@@ -105,7 +105,7 @@ fn an_iteration_that_commits_and_completes() {
     )
     .unwrap();
 
-    assert!(outcome.completed);
+    assert_eq!(outcome.ending, Ending::Completed);
     assert_eq!(
         outcome.result_text,
         "Committed hello.txt. <promise>COMPLETE</promise>"
@@ -164,30 +164,24 @@ fn an_error_result_is_a_failure_even_with_subtype_success() {
     workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
 
-    let error = super::run(
+    let outcome = super::run(
         &sandbox,
         &agent_run("Do it.", logs.path(), 3),
         &redactor(),
         &mut |_| {},
     )
-    .unwrap_err();
+    .unwrap();
 
-    let failure = error
-        .downcast_ref::<AgentFailure>()
-        .expect("an AgentFailure");
+    let Ending::Failed(message) = outcome.ending else {
+        panic!("a failed turn: {:?}", outcome.ending);
+    };
     assert!(
-        failure
-            .message
-            .starts_with("implementer iteration 3: Claude Code reported an error (success): "),
-        "{failure}"
+        message.starts_with("implementer iteration 3: Claude Code reported an error (success): "),
+        "{message}"
     );
-    assert!(!failure.message.contains('\n'));
+    assert!(!message.contains('\n'));
     let transcript_path = logs.path().join("implementer-3.jsonl");
-    assert!(
-        failure
-            .message
-            .ends_with(&format!("transcript: {}", transcript_path.display()))
-    );
+    assert!(message.ends_with(&format!("transcript: {}", transcript_path.display())));
     let transcript = std::fs::read_to_string(transcript_path).unwrap();
     assert!(transcript.contains(r#""is_error":true"#));
 }
@@ -210,14 +204,16 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
     agent.idle_timeout = Duration::from_secs(3);
 
     let started = Instant::now();
-    let error = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap_err();
+    let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
 
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );
-    let message = error.to_string();
+    let Ending::Failed(message) = &outcome.ending else {
+        panic!("a failed turn: {:?}", outcome.ending);
+    };
     assert!(
         message.starts_with(
             "implementer iteration 2 (claude-sonnet-4-6) gave no output for 3s (idleTimeout) and was stopped"
@@ -229,9 +225,8 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
         !left.contains("claude") && !left.contains("sleep 30"),
         "{left}"
     );
-    let failure = error.downcast_ref::<AgentFailure>().unwrap();
     assert!(
-        failure.session.is_some(),
+        outcome.session.is_some(),
         "the session is saved for a later resume"
     );
 }
@@ -264,7 +259,7 @@ fn a_saved_session_resumes_in_a_fresh_container() {
     )
     .unwrap();
     first_box.remove().unwrap();
-    assert!(!first.completed);
+    assert_eq!(first.ending, Ending::Stopped);
     let session = first.session.expect("session saved");
 
     let second_box = Sandbox::start(&spec(&run, "issue-4", &env)).unwrap();
@@ -273,7 +268,7 @@ fn a_saved_session_resumes_in_a_fresh_container() {
     agent.resume = Some(&session);
     let second = super::run(&second_box, &agent, &redactor(), &mut |_| {}).unwrap();
 
-    assert!(second.completed, "{}", second.result_text);
+    assert_eq!(second.ending, Ending::Completed, "{}", second.result_text);
     assert_eq!(second.session.unwrap().session_id, session.session_id);
     exec(&second_box, &["test", "-f", "two.txt"]);
     let turns: Vec<usize> = model.requests().iter().map(|r| r.turn).collect();
@@ -314,7 +309,7 @@ fn the_grace_after_the_result_is_bounded_and_nothing_is_left_running() {
         let started = Instant::now();
         let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
 
-        assert!(outcome.completed, "grace {grace}s");
+        assert_eq!(outcome.ending, Ending::Completed, "grace {grace}s");
         assert!(outcome.session.is_some(), "grace {grace}s");
         assert!(
             started.elapsed() < Duration::from_secs(25),
@@ -370,11 +365,11 @@ fn the_reviewer_prompt_brings_in_the_coding_standards_of_the_checkout() {
     )
     .unwrap();
     let mut agent = agent_run(&prompt, logs.path(), 1);
-    agent.role = "reviewer";
+    agent.role = Role::Reviewer;
 
     let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
 
-    assert!(outcome.completed, "{}", outcome.result_text);
+    assert_eq!(outcome.ending, Ending::Completed, "{}", outcome.result_text);
     // Claude Code attached the file named by `@.sandcastle/CODING_STANDARDS.md` to the prompt.
     let session = std::fs::read_to_string(outcome.session.unwrap().file).unwrap();
     assert!(session.contains("Rule STANDARD-7"));

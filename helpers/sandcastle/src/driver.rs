@@ -1,0 +1,475 @@
+//! One driver for every piece of work, an issue or a sent-back pull request, through its saved
+//! phases: the working agent iterates, resuming its own session each time; when it says it is done
+//! the orchestrator runs the gate itself; the reviewer's verdict can send the work back; then the
+//! work publishes. A stopped run starts again where the saved state says.
+//!
+//! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
+use crate::agent::{AgentOutcome, Ending, SavedSession};
+use crate::context::Context;
+use crate::forge::{Issue, Pull};
+use crate::gate::GateOutcome;
+use crate::git::WorkRepo;
+use crate::plan::branch_for;
+use crate::publish;
+use crate::reviews;
+use crate::role::{Role, WorkKey};
+use crate::state::{Outcome, Phase, Verdict, WorkState};
+use crate::work_sandbox::WorkSandbox;
+use anyhow::{Result, bail};
+
+/// What the driver asks of a piece of work's sandbox.
+pub trait Sandboxed {
+    /// One agent turn. `Err` means the machinery broke; an agent that failed is an `Ending`.
+    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome>;
+    /// The `[commands] check` steps, run by the orchestrator in the sandbox.
+    fn gate(&mut self) -> Result<GateOutcome>;
+    /// The agent's commits, brought into the work repository; the new tip.
+    fn take_commits(&mut self) -> Result<String>;
+}
+
+pub struct Turn<'a> {
+    pub role: Role,
+    pub iteration: u32,
+    pub max_iterations: u32,
+    pub prompt: &'a str,
+    pub resume: Option<&'a SavedSession>,
+}
+
+/// A piece of work: what it is says its key, branch, working role, prompts and how it publishes.
+pub enum Piece<'a> {
+    Issue(&'a Issue),
+    Pull(&'a Pull),
+}
+
+impl Piece<'_> {
+    pub fn key(&self) -> WorkKey {
+        match self {
+            Piece::Issue(issue) => WorkKey::Issue(issue.number),
+            Piece::Pull(pull) => WorkKey::Pull(pull.number),
+        }
+    }
+
+    pub fn branch(&self) -> String {
+        match self {
+            Piece::Issue(issue) => branch_for(issue.number),
+            Piece::Pull(pull) => pull.head_branch.clone(),
+        }
+    }
+
+    pub fn working_role(&self) -> Role {
+        match self {
+            Piece::Issue(_) => Role::Implementer,
+            Piece::Pull(_) => Role::PrFixer,
+        }
+    }
+
+    /// Issues get a reviewer; a sent-back pull request goes back to the human who reviewed it.
+    fn reviewed(&self) -> bool {
+        matches!(self, Piece::Issue(_))
+    }
+
+    /// The prompt variables of its roles (the common ones come from `Context::prompt`).
+    fn vars(&self, ctx: &Context, base: &str) -> Result<Vec<(&'static str, String)>> {
+        Ok(match self {
+            Piece::Issue(issue) => vec![
+                ("ISSUE_NUMBER", issue.number.to_string()),
+                ("ISSUE_TITLE", issue.title.clone()),
+                ("ISSUE_BODY", issue.body.clone()),
+                ("BRANCH", self.branch()),
+                ("BASE_BRANCH", base.to_string()),
+            ],
+            Piece::Pull(pull) => vec![
+                ("PR_NUMBER", pull.number.to_string()),
+                ("PR_TITLE", pull.title.clone()),
+                ("BRANCH", self.branch()),
+                ("BASE_BRANCH", base.to_string()),
+                ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
+            ],
+        })
+    }
+}
+
+/// Works on `piece` from its saved state (or afresh) until it is published or given up.
+pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
+    let key = piece.key();
+    let slug = key.slug();
+    let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
+        Some(state) => {
+            ctx.progress.note(&format!(
+                "{key}: resuming saved work ({:?} phase)",
+                state.phase
+            ));
+            state
+        }
+        None => WorkState::new(&slug, &piece.branch(), &ctx.run_id),
+    };
+    let repo = WorkRepo::prepare(
+        &ctx.repo_dir(&slug),
+        &ctx.remote,
+        &ctx.creds,
+        &piece.branch(),
+        base,
+    )?;
+    if state.start_commit.is_none() {
+        state.start_commit = Some(repo.tip()?);
+        state.save(&ctx.state_dir())?;
+    }
+    let mut sandbox = WorkSandbox::new(ctx, key, &repo);
+    drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
+}
+
+/// The state machine over the saved phases; every step is saved before the next.
+pub fn drive(
+    ctx: &Context,
+    piece: &Piece,
+    repo: &WorkRepo,
+    base: &str,
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<Outcome> {
+    let key = piece.key();
+    let vars = piece.vars(ctx, base)?;
+    let max = ctx.config.max_iterations;
+    loop {
+        match state.phase {
+            Phase::Work if state.iterations >= max => state.phase = Phase::GaveUp,
+            Phase::Work => {
+                if ctx.is_stopping() {
+                    bail!("{key}: stopped before iteration {}", state.iterations + 1);
+                }
+                let outcome = working_turn(ctx, piece, &vars, state, sandbox)?;
+                sandbox.take_commits()?;
+                match outcome.ending {
+                    Ending::Completed if !committed(piece, repo)? => {
+                        state.last_summary = format!(
+                            "The agent said it was done but committed nothing.\n\n{}",
+                            state.last_summary
+                        );
+                        state.phase = Phase::GaveUp;
+                    }
+                    Ending::Completed => {
+                        let gate = run_gate(ctx, state, sandbox)?;
+                        if gate.passed {
+                            state.nudge = None;
+                            state.phase = if piece.reviewed() {
+                                Phase::Review
+                            } else {
+                                Phase::Publish
+                            };
+                        } else {
+                            ctx.progress.note(&format!(
+                                "{key}: the agent said it was done, but `check` failed (gate run {})",
+                                state.gate_runs
+                            ));
+                            state.nudge = Some(gate_nudge(&gate, state.gate_runs));
+                        }
+                    }
+                    Ending::Stopped => state.nudge = None,
+                    Ending::Failed(why) => {
+                        state.nudge = None;
+                        state.last_summary =
+                            format!("iteration {} failed: {why}", state.iterations);
+                    }
+                }
+            }
+            Phase::Review => review(ctx, piece, repo, &vars, state, sandbox)?,
+            Phase::Publish => {
+                let pull = publish::publish(ctx, piece, repo, base, state)?;
+                state.pull = Some(pull);
+                state.phase = Phase::Done;
+            }
+            Phase::Done => {
+                return Ok(match piece {
+                    Piece::Issue(_) => Outcome::PullRequest(state.pull.unwrap_or_default()),
+                    Piece::Pull(_) => Outcome::Reworked,
+                });
+            }
+            Phase::GaveUp => {
+                publish::give_up(ctx, key, state)?;
+                return Ok(Outcome::GaveUp {
+                    number: match key {
+                        WorkKey::Issue(n) | WorkKey::Pull(n) => n,
+                        WorkKey::Plan => 0,
+                    },
+                    iterations: state.iterations,
+                });
+            }
+        }
+        state.save(&ctx.state_dir())?;
+    }
+}
+
+/// One iteration of the working role: the saved session resumed with a short prompt, or, when
+/// there is none to resume, a fresh session whose prompt carries the last summary.
+fn working_turn(
+    ctx: &Context,
+    piece: &Piece,
+    vars: &[(&'static str, String)],
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<AgentOutcome> {
+    let key = piece.key();
+    let role = piece.working_role();
+    let max = ctx.config.max_iterations;
+    let iteration = state.iterations + 1;
+    let mut outcome = None;
+    if let Some(saved) = state.session(role).cloned() {
+        if saved.file.is_file() {
+            let prompt = continuation(iteration, max, state.nudge.as_deref());
+            let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
+            if refused_resume(&resumed) {
+                ctx.progress.note(&format!(
+                    "{key}: Claude Code could not resume session {}; starting a fresh session with the last summary",
+                    saved.session_id
+                ));
+            } else {
+                outcome = Some(resumed);
+            }
+        } else {
+            ctx.progress.note(&format!(
+                "{key}: the saved session {} is gone; starting a fresh session with the last summary",
+                saved.file.display()
+            ));
+        }
+    }
+    let outcome = match outcome {
+        Some(outcome) => outcome,
+        None => {
+            let iteration_text = iteration.to_string();
+            let max_text = max.to_string();
+            let mut all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            all.extend([
+                ("ITERATION", iteration_text.as_str()),
+                ("MAX_ITERATIONS", max_text.as_str()),
+            ]);
+            let mut prompt = ctx.prompt(role.prompt(), &all)?;
+            if iteration > 1 {
+                prompt += &earlier_iterations(&state.last_summary, state.nudge.as_deref());
+            }
+            take_turn(ctx, state, sandbox, role, iteration, &prompt, None)?
+        }
+    };
+    state.iterations = iteration;
+    match &outcome.ending {
+        Ending::Completed => {}
+        Ending::Stopped => ctx.progress.note(&format!(
+            "{key}: {role} iteration {iteration}/{max} ended without the completion signal; transcript: {}",
+            outcome.transcript.display()
+        )),
+        Ending::Failed(why) => ctx.progress.note(&format!(
+            "{key}: {role} iteration {iteration}/{max} failed: {why}"
+        )),
+    }
+    if !matches!(outcome.ending, Ending::Failed(_)) {
+        state.last_summary = outcome.result_text.clone();
+    }
+    Ok(outcome)
+}
+
+/// A turn, with its session and cost kept in the state.
+fn take_turn(
+    ctx: &Context,
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+    role: Role,
+    iteration: u32,
+    prompt: &str,
+    resume: Option<&SavedSession>,
+) -> Result<AgentOutcome> {
+    let turn = Turn {
+        role,
+        iteration,
+        max_iterations: ctx.config.max_iterations,
+        prompt,
+        resume,
+    };
+    let outcome = sandbox.turn(&turn)?;
+    state.cost_usd += outcome.usage.cost_usd;
+    match &outcome.session {
+        Some(session) => state.set_session(role, session.clone()),
+        // A resumed session that could not be read back is not resumed again.
+        None if resume.is_some() => state.forget_session(role),
+        None => {}
+    }
+    Ok(outcome)
+}
+
+/// Claude Code refused `--resume` when it failed before it even opened a session.
+fn refused_resume(outcome: &AgentOutcome) -> bool {
+    matches!(outcome.ending, Ending::Failed(_)) && outcome.session.is_none()
+}
+
+/// Whether the work has something to publish: commits beyond the base for an issue. A sent-back
+/// pull request always has its answer to publish, commits or not.
+fn committed(piece: &Piece, repo: &WorkRepo) -> Result<bool> {
+    Ok(match piece {
+        Piece::Issue(_) => !repo.new_commits()?.is_empty(),
+        Piece::Pull(_) => true,
+    })
+}
+
+/// The gate, counted; `check = []` means no gate.
+fn run_gate(
+    ctx: &Context,
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<GateOutcome> {
+    if ctx.config.commands.check.is_empty() {
+        return Ok(GateOutcome::no_steps());
+    }
+    state.gate_runs += 1;
+    let gate = sandbox.gate()?;
+    state.gate_passed = Some(gate.passed);
+    Ok(gate)
+}
+
+/// The reviewer's round: its verdict, and the gate again if it changed the branch.
+fn review(
+    ctx: &Context,
+    piece: &Piece,
+    repo: &WorkRepo,
+    vars: &[(&'static str, String)],
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<()> {
+    let key = piece.key();
+    let round = state.review_rounds + 1;
+    let rounds = ctx.config.review.rounds;
+    let saved = state
+        .session(Role::Reviewer)
+        .filter(|s| s.file.is_file())
+        .cloned();
+    let prompt = match &saved {
+        Some(_) => REVIEW_AGAIN.to_string(),
+        None => {
+            let all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            ctx.prompt(Role::Reviewer.prompt(), &all)?
+        }
+    };
+    let before = repo.tip()?;
+    let outcome = take_turn(
+        ctx,
+        state,
+        sandbox,
+        Role::Reviewer,
+        round,
+        &prompt,
+        saved.as_ref(),
+    )?;
+    let after = sandbox.take_commits()?;
+    let mut verdict = match &outcome.ending {
+        Ending::Completed => Verdict {
+            approved: true,
+            summary: outcome.result_text.clone(),
+        },
+        Ending::Stopped => Verdict {
+            approved: false,
+            summary: outcome.result_text.clone(),
+        },
+        Ending::Failed(why) => Verdict {
+            approved: false,
+            summary: format!("The review failed: {why}"),
+        },
+    };
+    // Commits the reviewer made have not passed the gate yet.
+    if after != before {
+        let gate = run_gate(ctx, state, sandbox)?;
+        if !gate.passed {
+            verdict.approved = false;
+            verdict.summary = format!(
+                "{}\n\n{}",
+                verdict.summary,
+                gate_nudge(&gate, state.gate_runs)
+            );
+        }
+    }
+    state.review_rounds = round;
+    let next = after_review(
+        &verdict,
+        round,
+        rounds,
+        state.iterations,
+        ctx.config.max_iterations,
+    );
+    if !verdict.approved {
+        ctx.progress.note(&format!(
+            "{key}: the reviewer did not approve (round {round} of {rounds})"
+        ));
+    }
+    if next == Phase::Work {
+        state.nudge = Some(review_nudge(&verdict.summary, round, rounds));
+    }
+    state.verdict = Some(verdict);
+    state.phase = next;
+    Ok(())
+}
+
+/// After a review round: approved work publishes; findings go back to the working agent while
+/// rounds and iterations are left; otherwise the pull request opens with the findings outstanding.
+pub fn after_review(
+    verdict: &Verdict,
+    round: u32,
+    rounds: u32,
+    iterations: u32,
+    max_iterations: u32,
+) -> Phase {
+    if !verdict.approved && round < rounds && iterations < max_iterations {
+        Phase::Work
+    } else {
+        Phase::Publish
+    }
+}
+
+const REVIEW_AGAIN: &str = "The implementer worked on your findings; its new commits are on the branch \
+(`git log origin/<base>..HEAD`). Review the branch again as before. End with <promise>COMPLETE</promise> \
+only if you approve it now; otherwise end with your remaining findings.";
+
+/// A resumed session's next prompt: the iteration, and what the orchestrator saw.
+pub fn continuation(iteration: u32, max: u32, nudge: Option<&str>) -> String {
+    let saw = nudge.unwrap_or(
+        "Your last message did not end with <promise>COMPLETE</promise>, so the work is not done yet.",
+    );
+    format!(
+        "# Iteration {iteration} of at most {max}\n\n{saw}\n\nGo on from where you are: your commits are \
+         in the checkout. When the work is done, `check` passes and every change is committed, end your \
+         final message with a short summary and <promise>COMPLETE</promise>."
+    )
+}
+
+/// What a fresh session is told about the iterations before it.
+fn earlier_iterations(last_summary: &str, nudge: Option<&str>) -> String {
+    let mut text = String::from(
+        "\n\n## Where the last iteration left off\n\nEarlier iterations worked on this; their commits are in \
+         your checkout. The last one ended with:\n\n",
+    );
+    text += if last_summary.trim().is_empty() {
+        "(no summary)"
+    } else {
+        last_summary.trim()
+    };
+    if let Some(nudge) = nudge {
+        text += "\n\n";
+        text += nudge;
+    }
+    text
+}
+
+pub fn gate_nudge(gate: &GateOutcome, runs: u32) -> String {
+    format!(
+        "You said you were done, so the orchestrator ran `check` (gate run {runs}). It failed at `{}`. \
+         The end of its output:\n\n```\n{}\n```\n\nFix what it reports.",
+        gate.failed_step.as_deref().unwrap_or("?"),
+        gate.tail.trim_end()
+    )
+}
+
+fn review_nudge(findings: &str, round: u32, rounds: u32) -> String {
+    format!(
+        "The reviewer did not approve the change (review round {round} of {rounds}). Its findings:\n\n{}\n\n\
+         Address each finding, or say in your summary why one is wrong.",
+        findings.trim()
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,664 @@
+//! The driver without Docker: a scripted sandbox stands in for the agents and the gate (the seam),
+//! while the forge (fake-forge over HTTP), git (a real work repository) and the saved state are
+//! real. So `nix flake check`, which skips Docker tests, still exercises resume, the gate and the
+//! review rounds.
+use super::*;
+use crate::context::Settings;
+use crate::secrets::EnvFile;
+use crate::stream::Usage;
+use fake_forge::FakeForge;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const REPO: &str = "alice/demo";
+
+/// A forge with `alice/demo`, a project configured for it, and the run's context.
+struct World {
+    forge: FakeForge,
+    _project: tempfile::TempDir,
+    ctx: Context,
+}
+
+fn world(config: &str) -> World {
+    let forge = FakeForge::start();
+    let token = forge.add_user("alice");
+    forge.create_repo("alice", "demo", "main").unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path().join(".sandcastle");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "repo = \"{REPO}\"\nforgeHost = \"{}\"\nmaxIterations = 4\n{config}\n",
+            forge.url()
+        ),
+    )
+    .unwrap();
+    let settings = Settings {
+        project: project.path().to_path_buf(),
+        config: sandcastle_config::load(&dir.join("config.toml")).unwrap(),
+        env: EnvFile {
+            vars: vec![
+                ("FORGEJO_USER".into(), "alice".into()),
+                ("FORGEJO_TOKEN".into(), token),
+            ],
+        },
+    };
+    let ctx = Context::new(settings).unwrap();
+    ctx.forge.ensure_labels().unwrap();
+    World {
+        forge,
+        _project: project,
+        ctx,
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=Agent", "-c", "user.email=agent@localhost"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// One scripted agent turn: how it ends, what it says, and the commit it makes (if any).
+struct Scripted {
+    ending: Ending,
+    text: &'static str,
+    commit: Option<&'static str>,
+}
+
+fn says(ending: Ending, text: &'static str, commit: Option<&'static str>) -> Scripted {
+    Scripted {
+        ending,
+        text,
+        commit,
+    }
+}
+
+/// What the driver asked of the sandbox, turn by turn.
+#[derive(Debug)]
+struct Asked {
+    role: Role,
+    iteration: u32,
+    prompt: String,
+    resumed: Option<String>,
+}
+
+/// The seam: scripted turns and gate results, with a real checkout the scripted agent commits in.
+struct Script<'r> {
+    repo: &'r WorkRepo,
+    turns: VecDeque<Scripted>,
+    gates: VecDeque<GateOutcome>,
+    asked: Vec<Asked>,
+    checkout: Option<tempfile::TempDir>,
+    sessions: tempfile::TempDir,
+    gate_runs: u32,
+}
+
+impl<'r> Script<'r> {
+    fn new(repo: &'r WorkRepo, turns: Vec<Scripted>, gates: Vec<bool>) -> Script<'r> {
+        Script {
+            repo,
+            turns: turns.into(),
+            gates: gates
+                .into_iter()
+                .map(|passed| GateOutcome {
+                    passed,
+                    failed_step: (!passed).then(|| "cargo test".to_string()),
+                    tail: if passed {
+                        "ok".into()
+                    } else {
+                        "error: test answer_is_42 failed".into()
+                    },
+                })
+                .collect(),
+            asked: Vec::new(),
+            checkout: None,
+            sessions: tempfile::tempdir().unwrap(),
+            gate_runs: 0,
+        }
+    }
+
+    /// The checkout, made from the work repository the first time, as a sandbox does.
+    fn checkout(&mut self) -> PathBuf {
+        if self.checkout.is_none() {
+            let dir = tempfile::tempdir().unwrap();
+            let seed = self.repo.scratch_file().unwrap();
+            self.repo.seed_bundle(seed.path()).unwrap();
+            git(
+                dir.path(),
+                &[
+                    "clone",
+                    "-q",
+                    "-b",
+                    &self.repo.branch,
+                    seed.path().to_str().unwrap(),
+                    "c",
+                ],
+            );
+            self.checkout = Some(dir);
+        }
+        self.checkout.as_ref().unwrap().path().join("c")
+    }
+
+    fn session_of(&self, role: Role) -> SavedSession {
+        let id = match role {
+            Role::Implementer => "11111111-1111-4111-8111-111111111111",
+            Role::Reviewer => "22222222-2222-4222-8222-222222222222",
+            Role::PrFixer => "33333333-3333-4333-8333-333333333333",
+            Role::Planner => "44444444-4444-4444-8444-444444444444",
+        };
+        let file = self.sessions.path().join(format!("{id}.jsonl"));
+        std::fs::write(&file, "{}\n").unwrap();
+        SavedSession {
+            session_id: id.to_string(),
+            file,
+        }
+    }
+}
+
+impl Sandboxed for Script<'_> {
+    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome> {
+        // A script that runs dry is a sandbox that went away: the machinery broke.
+        let Some(next) = self.turns.pop_front() else {
+            anyhow::bail!("the scripted sandbox is gone");
+        };
+        self.asked.push(Asked {
+            role: turn.role,
+            iteration: turn.iteration,
+            prompt: turn.prompt.to_string(),
+            resumed: turn.resume.map(|s| s.session_id.clone()),
+        });
+        if let Some(subject) = next.commit {
+            let dir = self.checkout();
+            std::fs::write(dir.join(subject.replace(' ', "-")), subject).unwrap();
+            git(&dir, &["add", "--all"]);
+            git(&dir, &["commit", "-qm", subject]);
+        }
+        let session = match &next.ending {
+            // Like Claude Code refusing `--resume`: no session opened.
+            Ending::Failed(why) if why.contains("refused") => None,
+            _ => Some(self.session_of(turn.role)),
+        };
+        Ok(AgentOutcome {
+            ending: next.ending,
+            session,
+            result_text: next.text.to_string(),
+            usage: Usage {
+                cost_usd: 0.25,
+                ..Usage::default()
+            },
+            transcript: PathBuf::from("/nonexistent/transcript.jsonl"),
+        })
+    }
+
+    fn gate(&mut self) -> Result<GateOutcome> {
+        self.gate_runs += 1;
+        Ok(self.gates.pop_front().expect("a scripted gate result"))
+    }
+
+    fn take_commits(&mut self) -> Result<String> {
+        let Some(dir) = self.checkout.as_ref().map(|d| d.path().join("c")) else {
+            return self.repo.tip();
+        };
+        let known = self.repo.tip()?;
+        let handed_out = self.repo.scratch_file()?;
+        let head = git(&dir, &["rev-parse", "HEAD"]);
+        if head == known {
+            std::fs::write(handed_out.path(), format!("{head}\n"))?;
+        } else {
+            let out = Command::new("git")
+                .current_dir(&dir)
+                .args(["bundle", "create", "-q", "-", "HEAD", &format!("^{known}")])
+                .output()?;
+            std::fs::write(handed_out.path(), out.stdout)?;
+        }
+        self.repo.import(handed_out.path())
+    }
+}
+
+fn issue(w: &World) -> Issue {
+    let number = w
+        .forge
+        .create_issue(REPO, "alice", "Answer", "Make it answer 42.", &[])
+        .unwrap();
+    Issue {
+        number,
+        title: "Answer".into(),
+        body: "Make it answer 42.".into(),
+        labels: vec![],
+    }
+}
+
+/// Drives `piece` with a fresh state and a work repository of its own; the outcome, the state and
+/// what was asked.
+fn drive_fresh(
+    w: &World,
+    piece: &Piece,
+    turns: Vec<Scripted>,
+    gates: Vec<bool>,
+) -> (Outcome, WorkState, Vec<Asked>, u32) {
+    let (repo, mut state) = start(w, piece);
+    let mut script = Script::new(&repo, turns, gates);
+    let outcome = drive(&w.ctx, piece, &repo, "main", &mut state, &mut script).unwrap();
+    assert!(script.turns.is_empty(), "every scripted turn was taken");
+    assert!(script.gates.is_empty(), "every scripted gate ran");
+    (outcome, state, script.asked, script.gate_runs)
+}
+
+fn pull_body(w: &World) -> String {
+    let pulls = w.forge.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "one pull request");
+    pulls[0].body.clone()
+}
+
+const IMPLEMENTER: &str = "11111111-1111-4111-8111-111111111111";
+const REVIEWER: &str = "22222222-2222-4222-8222-222222222222";
+
+#[test]
+fn the_second_iteration_resumes_the_first_ones_session_with_a_short_prompt() {
+    let w = world("");
+    let issue = issue(&w);
+    let (outcome, state, asked, _) = drive_fresh(
+        &w,
+        &Piece::Issue(&issue),
+        vec![
+            says(
+                Ending::Stopped,
+                "Half way: MARKER-7 noted.",
+                Some("First half"),
+            ),
+            says(
+                Ending::Completed,
+                "All done. <promise>COMPLETE</promise>",
+                Some("Second half"),
+            ),
+            says(
+                Ending::Completed,
+                "Looks right. <promise>COMPLETE</promise>",
+                None,
+            ),
+        ],
+        vec![true],
+    );
+    assert!(matches!(outcome, Outcome::PullRequest(_)), "{outcome:?}");
+    assert_eq!(asked[0].resumed, None);
+    assert!(asked[0].prompt.contains("# Role: implementer"));
+    assert_eq!((asked[1].role, asked[1].iteration), (Role::Implementer, 2));
+    assert_eq!(asked[1].resumed.as_deref(), Some(IMPLEMENTER));
+    assert!(
+        asked[1].prompt.starts_with("# Iteration 2 of at most 4"),
+        "{}",
+        asked[1].prompt
+    );
+    assert!(
+        asked[1]
+            .prompt
+            .contains("did not end with <promise>COMPLETE</promise>")
+    );
+    assert!(
+        !asked[1].prompt.contains("# Role: implementer"),
+        "short, not the whole prompt again"
+    );
+    assert_eq!(asked[2].role, Role::Reviewer);
+    assert_eq!(
+        (state.iterations, state.gate_runs, state.phase),
+        (2, 1, Phase::Done)
+    );
+    assert_eq!(state.cost_usd, 0.75);
+    let body = pull_body(&w);
+    assert!(
+        body.starts_with(&format!("Closes #{}\n", issue.number)),
+        "{body}"
+    );
+    for expected in [
+        "All done.",
+        "The reviewer approved it",
+        "Looks right.",
+        "`check` passed, run by sandcastle itself (gate runs: 1)",
+        "Cost so far: $0.75 over 2 implementer iteration(s)",
+    ] {
+        assert!(body.contains(expected), "{expected:?} not in {body}");
+    }
+}
+
+#[test]
+fn a_claim_the_gate_refutes_sends_the_output_back_and_counts_as_an_iteration() {
+    let w = world("");
+    let issue = issue(&w);
+    let (_, state, asked, gate_runs) = drive_fresh(
+        &w,
+        &Piece::Issue(&issue),
+        vec![
+            says(
+                Ending::Completed,
+                "Done! <promise>COMPLETE</promise>",
+                Some("Wrong answer"),
+            ),
+            says(
+                Ending::Completed,
+                "Fixed. <promise>COMPLETE</promise>",
+                Some("Right answer"),
+            ),
+            says(Ending::Completed, "<promise>COMPLETE</promise>", None),
+        ],
+        vec![false, true],
+    );
+    assert_eq!(gate_runs, 2);
+    assert_eq!(asked[1].resumed.as_deref(), Some(IMPLEMENTER));
+    assert!(
+        asked[1]
+            .prompt
+            .contains("the orchestrator ran `check` (gate run 1)")
+    );
+    assert!(asked[1].prompt.contains("error: test answer_is_42 failed"));
+    assert_eq!(
+        (state.iterations, state.gate_runs, state.gate_passed),
+        (2, 2, Some(true))
+    );
+    assert!(pull_body(&w).contains("(gate runs: 2)"));
+}
+
+#[test]
+fn the_reviewers_findings_go_back_to_the_implementer_then_it_reviews_again() {
+    let w = world("");
+    let issue = issue(&w);
+    let (_, state, asked, _) = drive_fresh(
+        &w,
+        &Piece::Issue(&issue),
+        vec![
+            says(
+                Ending::Completed,
+                "IMPL-SUMMARY-1 <promise>COMPLETE</promise>",
+                Some("First try"),
+            ),
+            says(Ending::Stopped, "FINDING: the answer is hard-coded.", None),
+            says(
+                Ending::Completed,
+                "IMPL-SUMMARY-2 computed now. <promise>COMPLETE</promise>",
+                Some("Compute it"),
+            ),
+            says(
+                Ending::Completed,
+                "REVIEW-SUMMARY-2 approved. <promise>COMPLETE</promise>",
+                None,
+            ),
+        ],
+        vec![true, true],
+    );
+    let roles: Vec<Role> = asked.iter().map(|a| a.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::Implementer,
+            Role::Reviewer,
+            Role::Implementer,
+            Role::Reviewer
+        ]
+    );
+    assert!(
+        asked[2]
+            .prompt
+            .contains("The reviewer did not approve the change (review round 1 of 2)")
+    );
+    assert!(
+        asked[2]
+            .prompt
+            .contains("FINDING: the answer is hard-coded.")
+    );
+    assert_eq!(asked[2].resumed.as_deref(), Some(IMPLEMENTER));
+    assert_eq!(
+        asked[3].resumed.as_deref(),
+        Some(REVIEWER),
+        "the reviewer resumes too"
+    );
+    assert_eq!(asked[3].prompt, REVIEW_AGAIN);
+    assert_eq!(state.review_rounds, 2);
+    let body = pull_body(&w);
+    assert!(
+        body.contains("IMPL-SUMMARY-2") && body.contains("REVIEW-SUMMARY-2"),
+        "{body}"
+    );
+    assert!(
+        body.contains("The reviewer approved it (round 2 of at most 2)"),
+        "{body}"
+    );
+}
+
+#[test]
+fn after_the_last_round_the_pull_request_opens_with_the_outstanding_findings() {
+    let w = world("[review]\nrounds = 1\n");
+    let issue = issue(&w);
+    let (outcome, state, _, _) = drive_fresh(
+        &w,
+        &Piece::Issue(&issue),
+        vec![
+            says(
+                Ending::Completed,
+                "Done. <promise>COMPLETE</promise>",
+                Some("Work"),
+            ),
+            says(
+                Ending::Stopped,
+                "STILL-OPEN: no tests for the edge case.",
+                None,
+            ),
+        ],
+        vec![true],
+    );
+    assert!(matches!(outcome, Outcome::PullRequest(_)));
+    assert_eq!(state.verdict.as_ref().map(|v| v.approved), Some(false));
+    let body = pull_body(&w);
+    assert!(body.contains("### Outstanding findings"), "{body}");
+    assert!(
+        body.contains("STILL-OPEN: no tests for the edge case."),
+        "{body}"
+    );
+}
+
+/// A fresh state for `piece` with its work repository, as `work_on` makes them.
+fn start(w: &World, piece: &Piece) -> (WorkRepo, WorkState) {
+    let key = piece.key();
+    let repo = WorkRepo::prepare(
+        &w.ctx.repo_dir(&key.slug()),
+        &w.ctx.remote,
+        &w.ctx.creds,
+        &piece.branch(),
+        "main",
+    )
+    .unwrap();
+    let mut state = WorkState::new(&key.slug(), &piece.branch(), "attempt-1");
+    state.start_commit = Some(repo.tip().unwrap());
+    (repo, state)
+}
+
+#[test]
+fn a_session_that_cannot_be_resumed_falls_back_to_a_fresh_one_with_the_last_summary() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    // The last iteration is left, and the saved session's file is gone.
+    state.iterations = w.ctx.config.max_iterations - 1;
+    state.last_summary = "LAST-SUMMARY: parser done, printer left.".into();
+    state.set_session(
+        Role::Implementer,
+        SavedSession {
+            session_id: IMPLEMENTER.into(),
+            file: "/nonexistent/s.jsonl".into(),
+        },
+    );
+    let mut script = Script::new(&repo, vec![says(Ending::Stopped, "more", None)], vec![]);
+    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+    assert!(matches!(outcome, Outcome::GaveUp { .. }), "{outcome:?}");
+    assert_eq!(script.asked[0].resumed, None);
+    assert!(
+        script.asked[0].prompt.contains("# Role: implementer"),
+        "the whole prompt"
+    );
+    assert!(
+        script.asked[0]
+            .prompt
+            .contains("## Where the last iteration left off")
+    );
+    assert!(
+        script.asked[0]
+            .prompt
+            .contains("LAST-SUMMARY: parser done, printer left.")
+    );
+}
+
+#[test]
+fn claude_code_refusing_to_resume_gets_a_fresh_session_in_the_same_iteration() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    state.iterations = 1;
+    let mut script = Script::new(
+        &repo,
+        vec![
+            says(Ending::Failed("resume refused".into()), "", None),
+            says(
+                Ending::Completed,
+                "<promise>COMPLETE</promise>",
+                Some("Done at last"),
+            ),
+            says(Ending::Completed, "<promise>COMPLETE</promise>", None),
+        ],
+        vec![true],
+    );
+    state.set_session(Role::Implementer, script.session_of(Role::Implementer));
+    drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+    let asked: Vec<(Option<&str>, u32)> = script
+        .asked
+        .iter()
+        .map(|a| (a.resumed.as_deref(), a.iteration))
+        .collect();
+    assert_eq!(asked[..2], [(Some(IMPLEMENTER), 2), (None, 2)]);
+    assert!(script.asked[1].prompt.contains("# Role: implementer"));
+    assert_eq!(state.iterations, 2);
+}
+
+#[test]
+fn a_stopped_run_resumes_the_saved_session_from_the_saved_state() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    // The first run does one iteration, then its sandbox goes away.
+    let mut first = Script::new(
+        &repo,
+        vec![says(Ending::Stopped, "part one", Some("Part one"))],
+        vec![],
+    );
+    let err = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut first).unwrap_err();
+    assert!(
+        err.to_string().contains("the scripted sandbox is gone"),
+        "{err}"
+    );
+    let saved = WorkState::resume(&w.ctx.state_dir(), &piece.key().slug())
+        .unwrap()
+        .unwrap();
+    assert_eq!((saved.iterations, saved.phase), (1, Phase::Work));
+    assert_eq!(
+        saved
+            .session(Role::Implementer)
+            .map(|s| s.session_id.as_str()),
+        Some(IMPLEMENTER)
+    );
+
+    // The next run: the same session goes on, from what the work repository has.
+    let mut state = saved;
+    let mut second = Script::new(
+        &repo,
+        vec![
+            says(
+                Ending::Completed,
+                "<promise>COMPLETE</promise>",
+                Some("Part two"),
+            ),
+            says(Ending::Completed, "<promise>COMPLETE</promise>", None),
+        ],
+        vec![true],
+    );
+    drive(&w.ctx, &piece, &repo, "main", &mut state, &mut second).unwrap();
+    assert_eq!(second.asked[0].resumed.as_deref(), Some(IMPLEMENTER));
+    assert_eq!(second.asked[0].iteration, 2);
+    assert_eq!(repo.new_commits().unwrap(), ["Part one", "Part two"]);
+}
+
+#[test]
+fn an_empty_check_means_no_gate_and_the_body_says_so() {
+    let w = world("[commands]\ncheck = []\n");
+    let issue = issue(&w);
+    let (_, state, _, gate_runs) = drive_fresh(
+        &w,
+        &Piece::Issue(&issue),
+        vec![
+            says(
+                Ending::Completed,
+                "<promise>COMPLETE</promise>",
+                Some("Work"),
+            ),
+            says(Ending::Completed, "<promise>COMPLETE</promise>", None),
+        ],
+        vec![],
+    );
+    assert_eq!((gate_runs, state.gate_runs), (0, 0));
+    assert!(pull_body(&w).contains("No gate: `[commands] check` is empty."));
+}
+
+#[test]
+fn decisions_after_a_review() {
+    let no = Verdict {
+        approved: false,
+        summary: String::new(),
+    };
+    let yes = Verdict {
+        approved: true,
+        summary: String::new(),
+    };
+    assert_eq!(after_review(&yes, 1, 2, 1, 5), Phase::Publish);
+    assert_eq!(after_review(&no, 1, 2, 1, 5), Phase::Work);
+    assert_eq!(
+        after_review(&no, 2, 2, 1, 5),
+        Phase::Publish,
+        "no rounds left"
+    );
+    assert_eq!(
+        after_review(&no, 1, 2, 5, 5),
+        Phase::Publish,
+        "no iterations left"
+    );
+    assert_eq!(
+        after_review(&no, 1, 0, 1, 5),
+        Phase::Publish,
+        "rounds = 0 never sends back"
+    );
+}
+
+#[test]
+fn the_prompts_a_resumed_session_gets() {
+    let plain = continuation(3, 5, None);
+    assert!(plain.starts_with("# Iteration 3 of at most 5\n\nYour last message did not end with"));
+    assert!(plain.ends_with("<promise>COMPLETE</promise>."));
+    let gate = GateOutcome {
+        passed: false,
+        failed_step: Some("cargo test".into()),
+        tail: "test x ... FAILED\n".into(),
+    };
+    let nudge = gate_nudge(&gate, 2);
+    assert!(nudge.contains("(gate run 2). It failed at `cargo test`."));
+    assert!(nudge.contains("```\ntest x ... FAILED\n```"));
+    assert!(continuation(2, 5, Some(&nudge)).contains(&nudge));
+}

@@ -1,0 +1,143 @@
+//! The gate: the orchestrator itself runs the project's `[commands] check` steps in the sandbox when
+//! the working agent says it is done. The steps come from the operator's config on the host, never
+//! from the agent's branch, and each runs by `docker exec` with the image's own environment (plus the
+//! sandbox's variables), so the agent cannot talk its way past it.
+use crate::agent::kill_agent_processes;
+use crate::sandbox::Sandbox;
+use crate::secrets::Redactor;
+use anyhow::{Context, Result};
+use std::io::Read;
+use std::process::Stdio;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
+
+/// How much of the output is kept: the end of it, where the failure usually is.
+const TAIL_BYTES: usize = 3000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateOutcome {
+    pub passed: bool,
+    /// The step that failed, as a command line.
+    pub failed_step: Option<String>,
+    /// The end of the output of the last step that ran, redacted.
+    pub tail: String,
+}
+
+impl GateOutcome {
+    /// `check = []`: nothing to run, nothing to fail.
+    pub fn no_steps() -> GateOutcome {
+        GateOutcome {
+            passed: true,
+            failed_step: None,
+            tail: String::new(),
+        }
+    }
+}
+
+/// Runs `steps` in order in the sandbox's checkout; the first failure stops. A step silent for
+/// `idle_timeout` is stopped and fails.
+pub fn run(
+    sandbox: &Sandbox,
+    steps: &[Vec<String>],
+    idle_timeout: Duration,
+    redact: &Redactor,
+) -> Result<GateOutcome> {
+    let mut tail = String::new();
+    for step in steps {
+        let mut argv: Vec<&str> = vec!["sh", "-c", r#"exec "$@" 2>&1"#, "sh"];
+        argv.extend(step.iter().map(String::as_str));
+        let (passed, output) = run_step(sandbox, &argv, idle_timeout)?;
+        tail = redact.redact(&last_bytes(&output, TAIL_BYTES));
+        if !passed {
+            return Ok(GateOutcome {
+                passed: false,
+                failed_step: Some(redact.redact(&step.join(" "))),
+                tail,
+            });
+        }
+    }
+    Ok(GateOutcome {
+        passed: true,
+        failed_step: None,
+        tail,
+    })
+}
+
+/// Whether the step exited 0, and its output (the last 64 KiB).
+fn run_step(sandbox: &Sandbox, argv: &[&str], idle_timeout: Duration) -> Result<(bool, String)> {
+    let mut child = sandbox
+        .exec_command(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start `docker exec` for the gate")?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let (sender, chunks) = mpsc::channel::<Vec<u8>>();
+    let errors = sender.clone();
+    let out = std::thread::spawn(move || forward(&mut stdout, &sender));
+    let err = std::thread::spawn(move || forward(&mut stderr, &errors));
+    let mut output: Vec<u8> = Vec::new();
+    let timed_out = loop {
+        match chunks.recv_timeout(idle_timeout) {
+            Ok(chunk) => {
+                output.extend_from_slice(&chunk);
+                let excess = output.len().saturating_sub(64 * 1024);
+                output.drain(..excess);
+            }
+            Err(RecvTimeoutError::Disconnected) => break false,
+            Err(RecvTimeoutError::Timeout) => break true,
+        }
+    };
+    if timed_out {
+        let _ = child.kill();
+        kill_agent_processes(sandbox);
+    }
+    let status = child
+        .wait()
+        .context("cannot wait for `docker exec` of the gate")?;
+    let _ = (out.join(), err.join());
+    let mut text = String::from_utf8_lossy(&output).into_owned();
+    if timed_out {
+        text.push_str(&format!(
+            "\n[sandcastle: no output for {}s (idleTimeout); the step was stopped]",
+            idle_timeout.as_secs()
+        ));
+    }
+    Ok((status.success() && !timed_out, text))
+}
+
+fn forward(pipe: &mut impl Read, sender: &mpsc::Sender<Vec<u8>>) {
+    let mut buffer = [0u8; 8192];
+    while let Ok(read @ 1..) = pipe.read(&mut buffer) {
+        if sender.send(buffer[..read].to_vec()).is_err() {
+            break;
+        }
+    }
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn last_bytes(text: &str, max: usize) -> String {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_is_the_end_cut_at_a_character() {
+        assert_eq!(last_bytes("abcdef", 3), "def");
+        assert_eq!(last_bytes("ab", 3), "ab");
+        assert_eq!(last_bytes("aé", 1), "");
+        assert_eq!(last_bytes("xé", 2), "é");
+    }
+}
+
+#[cfg(test)]
+mod docker_tests;

@@ -1,0 +1,83 @@
+//! The gate in a real sandbox: the operator's steps, in order, the first failure stopping.
+use super::*;
+use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
+use crate::secrets::EnvFile;
+
+fn steps(list: &[&[&str]]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|s| s.iter().map(|a| a.to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
+    if !docker_ready() {
+        return;
+    }
+    let test_run = TestRun::new("gate");
+    let env = [("GATE_SECRET".to_string(), "gate-secret-value".to_string())];
+    let sandbox = Sandbox::start(&spec(&test_run, "issue-1", &env)).unwrap();
+    let redact = Redactor::new(&EnvFile { vars: env.to_vec() });
+    let idle = Duration::from_secs(30);
+
+    let passed = run(
+        &sandbox,
+        &steps(&[&["sh", "-c", "echo one > gate.txt"], &["cat", "gate.txt"]]),
+        idle,
+        &redact,
+    )
+    .unwrap();
+    assert_eq!(
+        passed,
+        GateOutcome {
+            passed: true,
+            failed_step: None,
+            tail: "one\n".into()
+        }
+    );
+
+    let failed = run(
+        &sandbox,
+        &steps(&[
+            &[
+                "sh",
+                "-c",
+                "echo to stdout; echo \"error: $GATE_SECRET broke\" >&2; exit 3",
+            ],
+            &["touch", "never.txt"],
+        ]),
+        idle,
+        &redact,
+    )
+    .unwrap();
+    assert!(!failed.passed);
+    assert_eq!(
+        failed.failed_step.as_deref(),
+        Some("sh -c echo to stdout; echo \"error: $GATE_SECRET broke\" >&2; exit 3")
+    );
+    assert_eq!(failed.tail, "to stdout\nerror: [redacted] broke\n");
+    let later = sandbox
+        .exec_command(&["test", "-e", "never.txt"])
+        .status()
+        .unwrap();
+    assert!(!later.success(), "the step after the failure did not run");
+
+    // A step the image does not have fails like any other.
+    let missing = run(&sandbox, &steps(&[&["no-such-program"]]), idle, &redact).unwrap();
+    assert!(!missing.passed);
+    assert!(missing.tail.contains("no-such-program"), "{}", missing.tail);
+
+    // A silent step is stopped after the idle timeout.
+    let started = std::time::Instant::now();
+    let hung = run(
+        &sandbox,
+        &steps(&[&["sleep", "60"]]),
+        Duration::from_secs(2),
+        &redact,
+    )
+    .unwrap();
+    assert!(!hung.passed);
+    assert!(hung.tail.contains("idleTimeout"), "{}", hung.tail);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!exec(&sandbox, &["ps", "-eo", "args"]).contains("sleep 60"));
+}

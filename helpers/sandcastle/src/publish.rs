@@ -1,0 +1,132 @@
+//! How finished work reaches the forge: an issue becomes a pull request that says what the
+//! implementer did, what the reviewer said, whether the gate passed and what it cost; a sent-back
+//! pull request gets its new commits and one comment. Work given up gets one comment. Every step is
+//! idempotent, so a run stopped half-way publishes the same things again, never twice.
+use crate::context::Context;
+use crate::driver::Piece;
+use crate::git::WorkRepo;
+use crate::role::WorkKey;
+use crate::state::WorkState;
+use anyhow::{Context as _, Result};
+
+/// Publishes `piece`; the number of its pull request.
+pub fn publish(
+    ctx: &Context,
+    piece: &Piece,
+    repo: &WorkRepo,
+    base: &str,
+    state: &WorkState,
+) -> Result<u64> {
+    repo.push(&ctx.creds)?;
+    match piece {
+        Piece::Issue(issue) => {
+            let body = pull_body(ctx, issue.number, state);
+            let pull = ctx
+                .forge
+                .open_pull(&ctx.login, &repo.branch, base, &issue.title, &body)?;
+            ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
+            ctx.forge.add_labels(issue.number, &["in-review"])?;
+            ctx.forge.remove_label(issue.number, "ready-for-agent")?;
+            Ok(pull.number)
+        }
+        Piece::Pull(pull) => {
+            let start = state.start_commit.clone().unwrap_or_default();
+            let changes = repo.commits_since(&start)?;
+            let mut body = String::from("sandcastle addressed the review.\n\n");
+            if changes.is_empty() {
+                body += "No new commits: the agent found nothing to change.\n";
+            } else {
+                body += "New commits:\n";
+                for subject in &changes {
+                    body += &format!("- {}\n", ctx.agent_text(subject));
+                }
+            }
+            body += &format!(
+                "\n{}\n\n{}",
+                ctx.agent_text(&state.last_summary),
+                gate_line(ctx, state)
+            );
+            ctx.forge.comment(pull.number, &body)?;
+            ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
+            ctx.forge.remove_label(pull.number, "ready-for-agent")?;
+            Ok(pull.number)
+        }
+    }
+}
+
+/// `Closes #N` first and only there: the agents' texts have their keywords defused.
+fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
+    let mut body = format!(
+        "Closes #{issue}\n\n## What the implementer did\n\n{}\n\n## Review\n\n",
+        ctx.agent_text(&state.last_summary)
+    );
+    let rounds = ctx.config.review.rounds;
+    body += &match &state.verdict {
+        Some(verdict) if verdict.approved => format!(
+            "The reviewer approved it (round {} of at most {rounds}):\n\n{}",
+            state.review_rounds,
+            ctx.agent_text(&verdict.summary)
+        ),
+        Some(verdict) => format!(
+            "### Outstanding findings\n\nThe reviewer did not approve it after {} round(s); this is open:\n\n{}",
+            state.review_rounds,
+            ctx.agent_text(&verdict.summary)
+        ),
+        None => "No reviewer verdict was recorded.".to_string(),
+    };
+    body += &format!(
+        "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s).\n",
+        gate_line(ctx, state),
+        state.cost_usd,
+        state.iterations
+    );
+    body
+}
+
+/// What the gate said, for the forge and the report.
+pub fn gate_line(ctx: &Context, state: &WorkState) -> String {
+    if ctx.config.commands.check.is_empty() {
+        return "No gate: `[commands] check` is empty.".to_string();
+    }
+    match state.gate_passed {
+        Some(true) => format!(
+            "`check` passed, run by sandcastle itself (gate runs: {}).",
+            state.gate_runs
+        ),
+        Some(false) => format!(
+            "`check` failed on the last of {} gate run(s).",
+            state.gate_runs
+        ),
+        None => "`check` has not run.".to_string(),
+    }
+}
+
+/// One comment with the agent's last summary; the labels stay. The comment carries the attempt's
+/// marker, so a run stopped right after posting it does not post it again.
+pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
+    let number = match key {
+        WorkKey::Issue(n) | WorkKey::Pull(n) => n,
+        WorkKey::Plan => return Ok(()),
+    };
+    if !state.told_forge {
+        let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
+        let posted = ctx
+            .forge
+            .comments(number)?
+            .iter()
+            .any(|c| c.author == ctx.login && c.body.contains(&marker));
+        if !posted {
+            let body = format!(
+                "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}\n\n{marker}",
+                state.iterations,
+                ctx.agent_text(&state.last_summary)
+            );
+            ctx.forge
+                .comment(number, &body)
+                .context("cannot comment on the forge")?;
+        }
+        state.told_forge = true;
+        state.save(&ctx.state_dir())?;
+    }
+    Ok(())
+}

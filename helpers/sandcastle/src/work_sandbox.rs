@@ -1,0 +1,141 @@
+//! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
+//! with the agent's checkout of the work branch made inside it, in which agent turns and the gate
+//! run and from which the commits come out. Removed when dropped (on success, error or panic).
+use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun};
+use crate::checkout;
+use crate::context::Context;
+use crate::driver::{Sandboxed, Turn};
+use crate::gate::{self, GateOutcome};
+use crate::git::WorkRepo;
+use crate::progress::Status;
+use crate::role::WorkKey;
+use crate::sandbox::{Sandbox, SandboxSpec};
+use anyhow::Result;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// After the completion signal, how long the agent's process may take to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+pub struct WorkSandbox<'a> {
+    ctx: &'a Context,
+    key: WorkKey,
+    /// Transcripts and session files of this work in this run.
+    log_dir: PathBuf,
+    repo: &'a WorkRepo,
+    sandbox: Option<Sandbox>,
+}
+
+impl<'a> WorkSandbox<'a> {
+    pub fn new(ctx: &'a Context, key: WorkKey, repo: &'a WorkRepo) -> WorkSandbox<'a> {
+        WorkSandbox {
+            ctx,
+            key,
+            log_dir: ctx.work_log_dir(&key.slug()),
+            repo,
+            sandbox: None,
+        }
+    }
+
+    pub fn log_dir(&self) -> &PathBuf {
+        &self.log_dir
+    }
+
+    fn get(&mut self) -> Result<&Sandbox> {
+        if self.sandbox.is_none() {
+            let ctx = self.ctx;
+            let env = ctx.sandbox_env();
+            let tea = ctx.tea_login();
+            let limits = &ctx.config.sandbox;
+            let spec = SandboxSpec {
+                image: &ctx.config.image_name,
+                run_id: &ctx.run_id,
+                project: &ctx.project,
+                key: &self.key.slug(),
+                network: &limits.network,
+                memory: &limits.memory,
+                pids_limit: limits.pids_limit,
+                mounts: &limits.mounts,
+                env: &env,
+                tea: tea.as_ref(),
+            };
+            let sandbox = Sandbox::start(&spec)?;
+            // Dropped (and so removed) if the checkout cannot be made.
+            let sandbox = self.sandbox.insert(sandbox);
+            checkout::seed(sandbox, self.repo, &ctx.remote)?;
+        }
+        Ok(self.sandbox.as_ref().expect("started above"))
+    }
+}
+
+impl Sandboxed for WorkSandbox<'_> {
+    /// One agent run, shown live and tallied.
+    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome> {
+        let ctx = self.ctx;
+        let key = self.key.to_string();
+        let mut status = Status {
+            key: key.clone(),
+            lane: self.key.lane().to_string(),
+            role: turn.role.to_string(),
+            iteration: turn.iteration,
+            max_iterations: turn.max_iterations,
+            last_tool: String::new(),
+            cost_usd: ctx.report.cost(&key),
+        };
+        ctx.progress.update(&status);
+        let cost_before = status.cost_usd;
+        let log_dir = self.log_dir.clone();
+        let run = AgentRun {
+            role: turn.role,
+            model: turn.role.model(&ctx.config.models),
+            prompt: turn.prompt,
+            resume: turn.resume,
+            idle_timeout: ctx.config.idle_timeout,
+            exit_grace: EXIT_GRACE,
+            log_dir: &log_dir,
+            iteration: turn.iteration,
+        };
+        let started = Instant::now();
+        let sandbox = self.get()?;
+        let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
+            match event {
+                AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
+                AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
+            }
+            ctx.progress.update(&status);
+        })?;
+        ctx.report
+            .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
+        Ok(outcome)
+    }
+
+    fn gate(&mut self) -> Result<GateOutcome> {
+        let ctx = self.ctx;
+        let sandbox = self.get()?;
+        let outcome = gate::run(
+            sandbox,
+            &ctx.config.commands.check,
+            ctx.config.idle_timeout,
+            &ctx.redactor,
+        )?;
+        ctx.report
+            .record_gate(&self.key.to_string(), outcome.passed);
+        Ok(outcome)
+    }
+
+    /// Without a sandbox there is nothing new.
+    fn take_commits(&mut self) -> Result<String> {
+        match &self.sandbox {
+            Some(sandbox) => checkout::take_commits(sandbox, self.repo),
+            None => self.repo.tip(),
+        }
+    }
+}
+
+impl Drop for WorkSandbox<'_> {
+    fn drop(&mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            let _ = sandbox.remove();
+        }
+    }
+}
