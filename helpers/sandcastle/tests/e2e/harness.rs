@@ -54,8 +54,14 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// `config` is appended to the generated `.sandcastle/config.toml` (top-level keys first).
+    /// `config` is appended to the generated `.sandcastle/config.toml` (top-level keys first). Without
+    /// a `[commands]` table of its own, the gate is `true`: the test image has no cargo.
     pub fn new(scenario: Value, config: &str) -> Harness {
+        let commands = if config.contains("[commands]") {
+            ""
+        } else {
+            "[commands]\ncheck = [[\"true\"]]\n"
+        };
         let forge = FakeForge::start();
         let token = forge.add_user(OWNER);
         forge
@@ -72,7 +78,7 @@ impl Harness {
             dir.join("config.toml"),
             format!(
                 "repo = \"{REPO}\"\nforgeHost = \"{}\"\nimageName = \"{}\"\nidleTimeout = \"90s\"\npollInterval = \"1s\"\n{config}\n\
-                 [sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
+                 {commands}[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
                 forge.url(),
                 image()
             ),

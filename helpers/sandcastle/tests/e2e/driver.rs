@@ -1,0 +1,289 @@
+//! The work driver end to end: agents that remember across iterations and runs, the gate the
+//! orchestrator runs itself, the reviewer's verdict in the pull request, and one redacting sink.
+use crate::harness::{Harness, docker_or_skip};
+use fake_anthropic::RecordedRequest;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const COMPLETE: &str = "<promise>COMPLETE</promise>";
+
+fn commit(file: &str, message: &str) -> Value {
+    json!({"bash": format!("echo done > {file} && git add {file} && git commit -qm '{message}'"), "description": "commit"})
+}
+
+fn approving_reviewer() -> Value {
+    json!({"match": "# Role: reviewer", "turns": [{"text": format!("Reviewed. {COMPLETE}")}]})
+}
+
+/// The model requests of issue #1's implementer, in order.
+fn implementer_requests(h: &Harness) -> Vec<RecordedRequest> {
+    h.anthropic
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt.contains("The issue: #1\n"))
+        .collect()
+}
+
+fn pull_body(h: &Harness) -> String {
+    let pulls = h.pulls();
+    assert_eq!(pulls.len(), 1, "one pull request");
+    pulls[0]["body"].as_str().unwrap().to_string()
+}
+
+/// (a) An issue that takes two iterations: the second resumes the first's session, so its request
+/// carries what the first iteration said (a marker only the first iteration's reply has).
+#[test]
+fn the_second_iteration_remembers_the_first() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([approving_reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"text": "MARKER-WORD-91 is where I stopped; not done yet."},
+            commit("answer.txt", "Answer"),
+            {"text": format!("Answered. {COMPLETE}")}]}]),
+        "",
+    );
+    let issue = h.create_issue("Answer", "Write answer.txt.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(output.status.success());
+
+    let requests = implementer_requests(&h);
+    let second = requests
+        .iter()
+        .find(|r| r.latest.contains("# Iteration 2 of at most"))
+        .expect("iteration 2 was a resumed session with a short prompt");
+    assert!(second.said.contains("MARKER-WORD-91"), "{second:?}");
+    assert!(
+        second
+            .latest
+            .contains("did not end with <promise>COMPLETE</promise>")
+    );
+    assert!(!requests[0].said.contains("MARKER-WORD-91"));
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")
+            .first()
+            .map(String::as_str),
+        Some("Answer")
+    );
+    let report = h.last_report();
+    assert_eq!(
+        report["work"][0]["roles"]["implementer"]["iterations"], 2,
+        "{report}"
+    );
+}
+
+/// (b) The agent claims completion while `check` fails: the orchestrator runs `check`, its output
+/// reaches the next iteration, the second claim passes the gate, and the pull request says so.
+#[test]
+fn a_claim_the_gate_refutes_goes_back_with_the_output() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let check = r#"[commands]
+check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is missing'; exit 1; }"]]"#;
+    let h = Harness::new(
+        json!([approving_reviewer(), {"match": "The issue: #1\n", "turns": [
+            commit("first.txt", "First try"),
+            {"text": format!("Done, I think. {COMPLETE}")},
+            commit("fixed.txt", "Fix what check said"),
+            {"text": format!("Fixed it. {COMPLETE}")}]}]),
+        check,
+    );
+    let issue = h.create_issue("Fix", "Make check pass.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(output.status.success());
+
+    let requests = implementer_requests(&h);
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.latest.contains("GATE-SAYS: fixed.txt is missing")
+                && r.latest.contains("(gate run 1)")),
+        "the gate's output reached the agent: {requests:?}"
+    );
+    let body = pull_body(&h);
+    assert!(
+        body.contains("`check` passed, run by sandcastle itself (gate runs: 2)"),
+        "{body}"
+    );
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")[..2],
+        ["Fix what check said".to_string(), "First try".to_string()]
+    );
+    let report = h.last_report();
+    assert_eq!(report["work"][0]["gateRuns"], 2, "{report}");
+    assert_eq!(report["work"][0]["gatePassed"], true, "{report}");
+}
+
+/// (c) A reviewer that does not approve on its first round: its findings reach the implementer,
+/// the second review approves, and the pull request carries both summaries.
+#[test]
+fn the_reviewers_findings_go_back_and_the_second_review_approves() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [
+                {"text": "FINDING-ALPHA: answer.txt has no test."},
+                {"text": format!("REVIEW-OK: the test is there now. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [
+                commit("answer.txt", "Answer"),
+                {"text": format!("IMPL-ONE: wrote answer.txt. {COMPLETE}")},
+                commit("answer_test.txt", "Test the answer"),
+                {"text": format!("IMPL-TWO: added the test. {COMPLETE}")}]}]),
+        "",
+    );
+    let issue = h.create_issue("Answer", "Write answer.txt, tested.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(output.status.success());
+
+    assert!(
+        implementer_requests(&h)
+            .iter()
+            .any(|r| r.latest.contains("FINDING-ALPHA: answer.txt has no test.")),
+        "the findings reached the implementer"
+    );
+    let body = pull_body(&h);
+    for expected in [
+        "IMPL-TWO: added the test.",
+        "REVIEW-OK: the test is there now.",
+        "round 2 of at most 2",
+    ] {
+        assert!(body.contains(expected), "{expected:?} not in {body}");
+    }
+    let report = h.last_report();
+    assert_eq!(
+        report["work"][0]["roles"]["reviewer"]["iterations"], 2,
+        "{report}"
+    );
+}
+
+/// (d) A run stopped in the middle of an iteration and started again resumes the same session.
+#[test]
+fn a_stopped_run_resumes_the_same_session() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([approving_reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"text": "Part one thought through; not done yet."},
+            {"bash": "touch /tmp/started && sleep 8 && echo slow > slow.txt && git add slow.txt && git commit -qm 'Slow work'", "description": "slow"},
+            {"text": format!("Done. {COMPLETE}")}]}]),
+        "",
+    );
+    let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
+    let mut first = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = || {
+        h.containers().iter().any(|id| {
+            std::process::Command::new("docker")
+                .args(["exec", id, "test", "-f", "/tmp/started"])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !started() {
+        assert!(
+            Instant::now() < deadline,
+            "iteration 2 never started its slow command"
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "sandcastle ended early"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(first.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(!first.wait().unwrap().success());
+    let state_file = h.project().join(".sandcastle/logs/state/issue-1.json");
+    let state: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
+    let session = state["sessions"][0][1]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(state["sessions"][0][0], "implementer");
+
+    let again = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(again.status.success());
+    let transcripts: Vec<String> = h
+        .log_files()
+        .into_iter()
+        .filter(|f| f.to_string_lossy().ends_with("implementer-2.jsonl"))
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert_eq!(transcripts.len(), 2, "iteration 2 ran in each run");
+    for transcript in &transcripts {
+        assert!(
+            transcript.contains(&format!("\"session_id\":\"{session}\"")),
+            "{transcript}"
+        );
+    }
+    assert_eq!(h.pulls().len(), 1);
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")
+            .iter()
+            .filter(|s| *s == "Slow work")
+            .count(),
+        1
+    );
+}
+
+/// (e) A commit subject that carries a secret, in the rework lane: the forge never sees it.
+#[test]
+fn a_secret_in_a_commit_subject_never_reaches_the_forge() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([{"match": "# Role: pull-request fixer", "turns": [
+            {"bash": "echo fix > fix.txt && git add fix.txt && git commit -qm \"Use key $ANTHROPIC_API_KEY\"", "description": "leaky commit"},
+            {"text": format!("Fixed with $ANTHROPIC_API_KEY. {COMPLETE}")}]}]),
+        "",
+    );
+    h.push_branch("sandcastle/issue-4", "draft.txt", "Draft");
+    let pull = h.post(
+        "/pulls",
+        json!({"title": "Draft", "head": "sandcastle/issue-4", "base": "main", "body": "Closes #4"}),
+    )["number"]
+        .as_u64()
+        .unwrap();
+    let bob = h.forge.add_user("bob");
+    h.forge
+        .add_collaborator(crate::harness::REPO, "bob", "write")
+        .unwrap();
+    h.post_as(
+        &bob,
+        &format!("/pulls/{pull}/reviews"),
+        json!({"event": "REQUEST_CHANGES", "body": "Fix it."}),
+    );
+    let ready = h.label_id("ready-for-agent");
+    h.post(
+        &format!("/issues/{pull}/labels"),
+        json!({"labels": [ready]}),
+    );
+
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let comments = h.comments_of(pull);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].contains("- Use key [redacted]"), "{comments:?}");
+    assert!(
+        !comments[0].contains("sk-test-e2e-secret-key"),
+        "{comments:?}"
+    );
+    assert!(
+        h.remote_log("sandcastle/issue-4")[0].contains("sk-test-e2e-secret-key"),
+        "the commit itself is the agent's to write: only what sandcastle posts is redacted"
+    );
+}
