@@ -110,6 +110,7 @@ impl Context {
         let agent_login = settings.agent_login(&creds).map_err(redacted)?;
         let progress = Progress::new(redactor.clone());
         let run_id = run_id();
+        let report = Report::new(&run_id, redactor.clone());
         let remote = git::remote_url(&settings.config.forge_url, &settings.config.repo);
         Ok(Context {
             project: settings.project,
@@ -121,7 +122,7 @@ impl Context {
             login,
             agent_login,
             remote,
-            report: Report::new(&run_id),
+            report,
             run_id,
             progress,
             stopping: AtomicBool::new(false),

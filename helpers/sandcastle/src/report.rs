@@ -1,6 +1,7 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
 //! `.sandcastle/logs/run-<timestamp>.json`.
 use crate::role::Role;
+use crate::secrets::Redactor;
 use crate::stream::Usage;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
@@ -45,14 +46,17 @@ struct RunFile<'a> {
 
 pub struct Report {
     run_id: String,
+    /// The report file is one of the sinks: what it says passes this on the way out.
+    redactor: Redactor,
     started_at: jiff::Timestamp,
     work: Mutex<BTreeMap<String, WorkReport>>,
 }
 
 impl Report {
-    pub fn new(run_id: &str) -> Report {
+    pub fn new(run_id: &str, redactor: Redactor) -> Report {
         Report {
             run_id: run_id.to_string(),
+            redactor,
             started_at: jiff::Timestamp::now(),
             work: Mutex::new(BTreeMap::new()),
         }
@@ -183,8 +187,8 @@ impl Report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("run-{}.json", self.run_id));
         let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&file)?)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        let text = self.redactor.redact(&serde_json::to_string_pretty(&file)?);
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
@@ -205,7 +209,10 @@ mod tests {
 
     #[test]
     fn sums_per_role_and_per_run() {
-        let report = Report::new("r1");
+        let redactor = Redactor::new(&crate::secrets::EnvFile {
+            vars: vec![("ANTHROPIC_API_KEY".into(), "sk-report-secret".into())],
+        });
+        let report = Report::new("r1", redactor);
         report.record_iteration(
             "issue #1",
             Role::Implementer,
@@ -231,6 +238,7 @@ mod tests {
             Duration::from_secs(1),
         );
         report.set_outcome("issue #1", "pull request #3");
+        report.set_outcome("issue #2", "failed: the key sk-report-secret was refused");
         assert_eq!(report.cost("issue #1"), 0.875);
 
         let dir = tempfile::tempdir().unwrap();
@@ -245,7 +253,10 @@ mod tests {
         assert_eq!(first["outcome"], "pull request #3");
         assert_eq!(first["roles"]["implementer"]["iterations"], 2);
         assert_eq!(first["roles"]["implementer"]["usage"]["input_tokens"], 150);
-        assert_eq!(json["work"][1]["outcome"], "unfinished");
+        assert_eq!(
+            json["work"][1]["outcome"],
+            "failed: the key [redacted] was refused"
+        );
 
         let table = report.summary_table();
         assert!(
