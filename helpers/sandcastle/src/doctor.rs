@@ -19,8 +19,8 @@ const ORCHESTRATOR_PROGRAMS: [&str; 8] = [
     "grep",
     "sleep",
 ];
-/// Programs the prompts tell the agents to call.
-const AGENT_PROGRAMS: [&str; 4] = ["git", "tea", "fmt", "check"];
+/// Programs the prompts tell the agents to call; `tea` too when sandboxes get a forge login.
+const AGENT_PROGRAMS: [&str; 3] = ["git", "fmt", "check"];
 /// Programs `sandcastle` itself runs on the host.
 const HOST_PROGRAMS: [&str; 2] = ["git", "docker"];
 
@@ -152,14 +152,14 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
                 )
             }),
         );
+        let mut tools = AGENT_PROGRAMS.to_vec();
+        if settings.env.get("FORGEJO_AGENT_TOKEN").is_some() {
+            tools.push("tea");
+        }
         report.line(
             "tools",
-            sandbox::image_has_programs(&config.image_name, &AGENT_PROGRAMS).map(|()| {
-                format!(
-                    "{} in the image (what the prompts call)",
-                    AGENT_PROGRAMS.join(", ")
-                )
-            }),
+            sandbox::image_has_programs(&config.image_name, &tools)
+                .map(|()| format!("{} in the image (what the prompts call)", tools.join(", "))),
         );
     }
 

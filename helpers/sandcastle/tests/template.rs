@@ -159,11 +159,31 @@ fn a_new_project_from_the_template_up_to_doctor() {
         line(&stdout, "ok", check);
     }
     line(&stdout, "FAIL", "labels");
+    line(&stdout, "ok", "sandboxes");
     if docker {
-        for check in ["docker", "image", "programs"] {
+        // Without a forge login for sandboxes, the prompts never call tea.
+        for check in ["docker", "image", "programs", "tools"] {
             line(&stdout, "ok", check);
         }
-        // The test image has no tea: said plainly, with the fix.
+    }
+    assert!(!stdout.contains(&token), "the token is never printed");
+
+    // With one, tea is needed, and the test image has none: said plainly, with the fix.
+    let reader = forge.add_user("reader");
+    std::fs::write(
+        dir.join(".sandcastle/.env"),
+        format!(
+            "ANTHROPIC_API_KEY=sk-test-template\nFORGEJO_USER=alice\nFORGEJO_TOKEN={token}\nFORGEJO_AGENT_TOKEN={reader}\n"
+        ),
+    )
+    .unwrap();
+    let stdout = doctor(dir);
+    let sandboxes = line(&stdout, "ok", "sandboxes");
+    assert!(
+        sandboxes.contains("tea reads the forge as reader"),
+        "{sandboxes}"
+    );
+    if docker {
         let tools = line(&stdout, "FAIL", "tools");
         assert!(tools.contains("lacks tea"), "{tools}");
         assert!(
@@ -171,5 +191,5 @@ fn a_new_project_from_the_template_up_to_doctor() {
             "{tools}"
         );
     }
-    assert!(!stdout.contains(&token), "the token is never printed");
+    assert!(!stdout.contains(&token) && !stdout.contains(&reader));
 }
