@@ -4,11 +4,12 @@
 //! review rounds.
 use super::*;
 use crate::context::Settings;
+use crate::git::tests::fixture_git as git;
 use crate::secrets::EnvFile;
 use crate::stream::Usage;
 use fake_forge::FakeForge;
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 const REPO: &str = "alice/demo";
@@ -52,21 +53,6 @@ fn world(config: &str) -> World {
         _project: project,
         ctx,
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=Agent", "-c", "user.email=agent@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// One scripted agent turn: how it ends, what it says, and the commit it makes (if any).

@@ -3,7 +3,6 @@
 use crate::harness::{Harness, docker_or_skip};
 use fake_anthropic::RecordedRequest;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 
@@ -174,32 +173,7 @@ fn a_stopped_run_resumes_the_same_session() {
         "",
     );
     let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
-    let mut first = h
-        .command(&["run", "--issue", &issue.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = || {
-        h.containers().iter().any(|id| {
-            std::process::Command::new("docker")
-                .args(["exec", id, "test", "-f", "/tmp/started"])
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !started() {
-        assert!(
-            Instant::now() < deadline,
-            "iteration 2 never started its slow command"
-        );
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "sandcastle ended early"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut first = h.start_until(&["run", "--issue", &issue.to_string()], "/tmp/started");
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(first.id() as i32).unwrap(),
         rustix::process::Signal::TERM,

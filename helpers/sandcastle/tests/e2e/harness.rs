@@ -126,6 +126,38 @@ impl Harness {
             .collect()
     }
 
+    /// `sandcastle <args>` in the background, returned once `file` exists in one of this project's
+    /// containers (the agent's checkout and files live there, not on the host).
+    pub fn start_until(&self, args: &[&str], file: &str) -> std::process::Child {
+        let mut child = self
+            .command(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let exists = || {
+            self.containers().iter().any(|id| {
+                Command::new("docker")
+                    .args(["exec", id, "test", "-f", file])
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{file} never appeared in a sandbox"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "sandcastle ended early"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        child
+    }
+
     /// Every implementer prompt the model was sent for `issue`.
     pub fn prompts_for_issue(&self, issue: u64) -> Vec<String> {
         self.anthropic

@@ -6,7 +6,6 @@ mod trust;
 
 use harness::{Harness, docker_or_skip, stderr_lines};
 use serde_json::json;
-use std::time::{Duration, Instant};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 
@@ -288,33 +287,7 @@ fn sigterm_mid_pass_then_run_again() {
     );
     let issue = h.create_issue("Slow work", "Take your time.", &["ready-for-agent"]);
 
-    let mut first = h
-        .command(&["run", "--once"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // The agent's checkout lives in its container: look there for the sign it started.
-    let started = || {
-        h.containers().iter().any(|id| {
-            std::process::Command::new("docker")
-                .args(["exec", id, "test", "-f", "/home/agent/workspace/started"])
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !started() {
-        assert!(
-            Instant::now() < deadline,
-            "the agent never started its slow command"
-        );
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "sandcastle ended early"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut first = h.start_until(&["run", "--once"], "/home/agent/workspace/started");
     let second = h.sandcastle(&["run", "--once"]);
     assert!(!second.status.success());
     assert!(
