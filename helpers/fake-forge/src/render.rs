@@ -184,7 +184,7 @@ impl Render<'_> {
             "is_locked": false,
             "comments": repo.comments_on(issue.number).count(),
             "created_at": issue.created,
-            "updated_at": issue.created,
+            "updated_at": issue.updated,
             "closed_at": null,
             "due_date": null,
             "pull_request": issue.pull.as_ref().map(|_| json!({
@@ -257,7 +257,7 @@ impl Render<'_> {
             "merge_base": git.merge_base,
             "due_date": null,
             "created_at": issue.created,
-            "updated_at": issue.created,
+            "updated_at": issue.updated,
             "closed_at": null,
             "pin_order": 0,
             "flow": 0,

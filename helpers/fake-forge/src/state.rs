@@ -62,6 +62,8 @@ pub struct StoredIssue {
     pub label_ids: Vec<i64>,
     pub pull: Option<PullInfo>,
     pub created: String,
+    /// Bumped, as Forgejo does, by comments, reviews and label changes.
+    pub updated: String,
 }
 
 pub struct PullInfo {
@@ -250,7 +252,8 @@ impl Repo {
             closed: false,
             label_ids,
             pull: new.pull,
-            created: new.now,
+            created: new.now.clone(),
+            updated: new.now,
         });
         Ok(self.issues.last().expect("just pushed"))
     }
@@ -282,6 +285,7 @@ impl Repo {
         issue.label_ids.extend(known);
         issue.label_ids.sort_unstable();
         issue.label_ids.dedup();
+        issue.updated = crate::server::now();
         Ok(issue)
     }
 
@@ -293,7 +297,9 @@ impl Repo {
                 "label does not exist [id: {id}]"
             )));
         }
-        self.issue_mut(number)?.label_ids.retain(|l| *l != id);
+        let issue = self.issue_mut(number)?;
+        issue.label_ids.retain(|l| *l != id);
+        issue.updated = crate::server::now();
         Ok(())
     }
 
@@ -304,10 +310,10 @@ impl Repo {
         body: &str,
         now: String,
     ) -> ApiResult<&Comment> {
-        self.issue(number)?;
         if body.trim().is_empty() {
             return Err(ApiError::invalid("body: Required"));
         }
+        self.issue_mut(number)?.updated = now.clone();
         self.comments.push(Comment {
             id: self.ids.next(),
             issue: number,
@@ -378,8 +384,9 @@ impl Repo {
             body: new.body.to_string(),
             commit_id: new.commit_id,
             comments,
-            submitted: new.now,
+            submitted: new.now.clone(),
         });
+        self.issue_mut(number)?.updated = new.now;
         Ok(self.reviews.last().expect("just pushed"))
     }
 }

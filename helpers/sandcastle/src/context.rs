@@ -2,6 +2,7 @@
 use crate::forge::Forge;
 use crate::forge_text;
 use crate::git::{self, Credentials};
+use crate::planning::PlanMemo;
 use crate::progress::Progress;
 use crate::prompts;
 use crate::report::Report;
@@ -10,6 +11,7 @@ use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::Config;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Keys of `.sandcastle/.env` that are the orchestrator's own and never reach a sandbox.
@@ -35,6 +37,8 @@ pub struct Context {
     pub report: Report,
     /// Set on Ctrl-C or SIGTERM: no new iteration or piece of work starts.
     pub stopping: AtomicBool,
+    /// The planner's last answer, so it is asked again only when the candidates change.
+    pub plan_memo: Mutex<Option<PlanMemo>>,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -126,6 +130,7 @@ impl Context {
             run_id,
             progress,
             stopping: AtomicBool::new(false),
+            plan_memo: Mutex::new(None),
         })
     }
 

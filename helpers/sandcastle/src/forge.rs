@@ -39,6 +39,17 @@ pub struct Issue {
     pub title: String,
     pub body: String,
     pub labels: Vec<String>,
+    pub revision: Revision,
+}
+
+/// How far an issue or pull request has moved: its `updated_at` (seconds) and comment count, which
+/// together change whenever a person comments, edits or relabels it.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+)]
+pub struct Revision {
+    pub updated_at: String,
+    pub comments: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -55,6 +66,7 @@ pub struct Pull {
     /// `base.ref`, the branch it merges into.
     pub base_branch: String,
     pub labels: Vec<String>,
+    pub revision: Revision,
 }
 
 #[derive(Debug, Clone)]
@@ -202,6 +214,18 @@ impl Forge {
             );
         }
         Ok(issue.into())
+    }
+
+    /// Where issue or pull request `number` stands now.
+    pub fn revision(&self, number: u64) -> Result<Revision> {
+        let issue: ApiIssue = self.get_json(&self.repo_path(&format!("/issues/{number}")))?;
+        Ok(issue.revision.into())
+    }
+
+    /// `GET /repos/{o}/{r}/pulls/{index}`.
+    pub fn pull(&self, number: u64) -> Result<Pull> {
+        let pull: ApiPull = self.get_json(&self.repo_path(&format!("/pulls/{number}")))?;
+        Ok(pull.into())
     }
 
     /// Open pull requests (all pages).
@@ -550,6 +574,25 @@ struct ApiIssue {
     labels: Vec<Label>,
     #[serde(default)]
     pull_request: Option<Value>,
+    #[serde(flatten)]
+    revision: ApiRevision,
+}
+
+#[derive(Deserialize)]
+struct ApiRevision {
+    #[serde(default, deserialize_with = "null_as_default")]
+    updated_at: String,
+    #[serde(default)]
+    comments: u64,
+}
+
+impl From<ApiRevision> for Revision {
+    fn from(revision: ApiRevision) -> Revision {
+        Revision {
+            updated_at: revision.updated_at,
+            comments: revision.comments,
+        }
+    }
 }
 
 impl From<ApiIssue> for Issue {
@@ -559,6 +602,7 @@ impl From<ApiIssue> for Issue {
             title: issue.title,
             body: issue.body,
             labels: issue.labels.into_iter().map(|l| l.name).collect(),
+            revision: issue.revision.into(),
         }
     }
 }
@@ -573,6 +617,8 @@ struct ApiPull {
     base: ApiBranch,
     #[serde(default, deserialize_with = "null_as_default")]
     labels: Vec<Label>,
+    #[serde(flatten)]
+    revision: ApiRevision,
 }
 
 #[derive(Deserialize)]
@@ -604,6 +650,7 @@ impl From<ApiPull> for Pull {
             head_repo: pull.head.repo.map(|r| r.full_name),
             base_branch: pull.base.name,
             labels: pull.labels.into_iter().map(|l| l.name).collect(),
+            revision: pull.revision.into(),
         }
     }
 }

@@ -5,7 +5,7 @@ use crate::driver::{Piece, work_on};
 use crate::forge::{Issue, Pull};
 use crate::planning;
 use crate::role::WorkKey;
-use crate::state::Outcome;
+use crate::state::{Outcome, WorkState};
 use anyhow::{Context as _, Result};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -17,19 +17,18 @@ pub struct PassSummary {
     pub worked: usize,
     /// Work that failed with an error (not an agent that merely did not complete).
     pub failed: usize,
-    /// Issues and pull requests whose agent did not complete: not taken up again by this process.
-    pub gave_up: Vec<u64>,
 }
 
-/// `only_issue` works on that issue alone, without the rework lane or the planner. `skip` are issues
-/// and pull requests not to take up again.
-pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<PassSummary> {
+/// `only_issue` works on that issue alone, without the rework lane or the planner. Work that saved
+/// state says is half-published is finished first.
+pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     let base = ctx.forge.default_branch()?;
-    let pulls = ctx.forge.open_pulls()?;
     let mut summary = PassSummary::default();
+    finish_publishing(ctx, &base, &mut summary)?;
+    let pulls = ctx.forge.open_pulls()?;
 
     if only_issue.is_none() {
-        let rework: Vec<Pull> = planning::sent_back(ctx, &pulls, &base, skip)
+        let rework: Vec<Pull> = planning::sent_back(ctx, &pulls, &base)
             .into_iter()
             .cloned()
             .collect();
@@ -49,7 +48,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
                 .with_context(|| format!("cannot work on issue #{number}"))?,
         ],
         None => {
-            let candidates = planning::candidates(ctx, &pulls, &base, skip)?;
+            let candidates = planning::candidates(ctx, &pulls, &base)?;
             let plan = planning::plan(ctx, &candidates, &base)?;
             plan.iter()
                 .filter_map(|p| candidates.iter().find(|c| c.number == p.id).cloned())
@@ -64,6 +63,37 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>, skip: &[u64]) -> Result<
         &mut summary,
     );
     Ok(summary)
+}
+
+/// Work whose saved state stopped half-way through publishing (a kill, a forge that failed between
+/// opening the pull request and labelling it), or given up without the forge being told: finished
+/// before anything else, each step idempotent. The issue already has its pull request, so nothing
+/// else would ever look at it again.
+fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Result<()> {
+    let mut issues = Vec::new();
+    let mut pulls = Vec::new();
+    for state in WorkState::unpublished(&ctx.state_dir())? {
+        match WorkKey::from_slug(&state.slug) {
+            Some(WorkKey::Issue(n)) => issues.push(ctx.forge.issue(n)?),
+            Some(WorkKey::Pull(n)) => pulls.push(ctx.forge.pull(n)?),
+            _ => {}
+        }
+    }
+    run_parallel(
+        ctx,
+        pulls,
+        |p| WorkKey::Pull(p.number),
+        |p| work_on(ctx, &Piece::Pull(p), base),
+        summary,
+    );
+    run_parallel(
+        ctx,
+        issues,
+        |i| WorkKey::Issue(i.number),
+        |i| work_on(ctx, &Piece::Issue(i), base),
+        summary,
+    );
+    Ok(())
 }
 
 /// Runs `work` on every item with at most `maxConcurrency` at once; a failure stays with its item.
@@ -103,10 +133,8 @@ fn run_parallel<T: Sync>(
     });
     for result in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
         summary.worked += 1;
-        match result {
-            Ok(Outcome::GaveUp { number, .. }) => summary.gave_up.push(number),
-            Ok(_) => {}
-            Err(_) => summary.failed += 1,
+        if result.is_err() {
+            summary.failed += 1;
         }
     }
 }

@@ -2,21 +2,17 @@
 use crate::agent::{AgentOutcome, Ending};
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
-use crate::forge::{Issue, Pull};
+use crate::forge::{Issue, Pull, Revision};
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
+use crate::state::WorkState;
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
 /// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, without an open pull request
-/// of sandcastle's own, and not in `skip`.
-pub fn candidates(
-    ctx: &Context,
-    open_pulls: &[Pull],
-    base: &str,
-    skip: &[u64],
-) -> Result<Vec<Issue>> {
+/// of sandcastle's own, and not given up on since a person last moved them.
+pub fn candidates(ctx: &Context, open_pulls: &[Pull], base: &str) -> Result<Vec<Issue>> {
     let issues = ctx.forge.open_issues(&["ready-for-agent"])?;
     Ok(issues
         .into_iter()
@@ -31,16 +27,18 @@ pub fn candidates(
                 .iter()
                 .any(|p| own_issue(p, &ctx.login, &ctx.config.repo, base) == Ok(issue.number))
         })
-        .filter(|issue| !skip.contains(&issue.number))
+        .filter(|issue| !settled(ctx, WorkKey::Issue(issue.number), &issue.revision))
         .collect())
 }
 
 /// Open pull requests a human sent back for rework (labelled `ready-for-agent`) that are
-/// sandcastle's own, not in `skip`. Every other one labelled so is left alone, with a line saying why.
-pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str, skip: &[u64]) -> Vec<&'a Pull> {
+/// sandcastle's own, and not given up on since a person last moved them. Every other one labelled so
+/// is left alone, with a line saying why.
+pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Vec<&'a Pull> {
     pulls
         .iter()
-        .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent") && !skip.contains(&p.number))
+        .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent"))
+        .filter(|p| !settled(ctx, WorkKey::Pull(p.number), &p.revision))
         .filter(|p| match own_issue(p, &ctx.login, &ctx.config.repo, base) {
             Ok(_) => true,
             Err(why) => {
@@ -50,6 +48,15 @@ pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str, skip: &[u64])
             }
         })
         .collect()
+}
+
+/// sandcastle gave up on `key` at exactly `revision`: nobody has commented, edited or relabelled it
+/// since, so trying again would spend the same money on the same answer. Saved, so restarts keep it.
+fn settled(ctx: &Context, key: WorkKey, revision: &Revision) -> bool {
+    WorkState::load(&ctx.state_dir(), &key.slug())
+        .ok()
+        .flatten()
+        .is_some_and(|state| state.settled_at(revision))
 }
 
 /// The issue a pull request is sandcastle's own work for: opened by `login` from `sandcastle/issue-N`
@@ -87,6 +94,60 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
+    let seen: Vec<(u64, Revision)> = candidates
+        .iter()
+        .map(|i| (i.number, i.revision.clone()))
+        .collect();
+    let mut memo = ctx.plan_memo.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(last) = memo.as_ref().filter(|m| m.candidates == seen) {
+        // Nothing moved since the planner's last answer: asking again would cost the same for the
+        // same answer.
+        ctx.progress.note(match last.plan {
+            Some(_) => "plan: the candidates have not changed since the last plan; it stands",
+            None => "plan: the candidates have not changed since the planner's last invalid answers; waiting for a change",
+        });
+        return Ok(last.plan.clone().unwrap_or_default());
+    }
+    let answer = ask_planner(ctx, candidates, base);
+    match &answer {
+        Ok(plan) => {
+            *memo = Some(PlanMemo {
+                candidates: seen,
+                plan: Some(plan.clone()),
+            })
+        }
+        Err(e) if e.is::<InvalidPlan>() => {
+            *memo = Some(PlanMemo {
+                candidates: seen,
+                plan: None,
+            })
+        }
+        // A failure of the machinery or the agent may pass: the next pass asks again.
+        Err(_) => {}
+    }
+    answer
+}
+
+/// The candidates the planner last answered for (numbers and revisions), and its plan (`None`: it
+/// answered an invalid plan twice).
+pub struct PlanMemo {
+    candidates: Vec<(u64, Revision)>,
+    plan: Option<Vec<PlannedIssue>>,
+}
+
+/// The planner answered an invalid plan twice.
+#[derive(Debug)]
+struct InvalidPlan(String);
+
+impl std::fmt::Display for InvalidPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidPlan {}
+
+fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<PlannedIssue>> {
     let ids: Vec<u64> = candidates.iter().map(|i| i.number).collect();
     let max = ctx.config.max_concurrency as usize;
     let listing = serde_json::to_string_pretty(
@@ -138,10 +199,11 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
         Ok(plan) => Ok(finish(ctx, plan)),
         Err(e) => {
             ctx.report.set_outcome("plan", "invalid plan");
-            bail!(
+            Err(InvalidPlan(format!(
                 "the planner answered an invalid plan twice: {e:#} (transcripts in {})",
                 log_dir.display()
-            )
+            ))
+            .into())
         }
     }
 }
@@ -189,6 +251,7 @@ mod tests {
             head_repo: head_repo.map(str::to_string),
             base_branch: base.into(),
             labels: vec![],
+            revision: Default::default(),
         }
     }
 

@@ -46,7 +46,8 @@ pub fn publish(
                 ctx.agent_text(&state.last_summary),
                 gate_line(ctx, state)
             );
-            ctx.forge.comment(pull.number, &body)?;
+            let marker = format!("<!-- sandcastle:rework {} -->", state.attempt);
+            post_once(ctx, pull.number, &marker, &body)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.remove_label(pull.number, "ready-for-agent")?;
             Ok(pull.number)
@@ -101,8 +102,8 @@ pub fn gate_line(ctx: &Context, state: &WorkState) -> String {
     }
 }
 
-/// One comment with the agent's last summary; the labels stay. The comment carries the attempt's
-/// marker, so a run stopped right after posting it does not post it again.
+/// One comment with the agent's last summary; the labels stay. The issue or pull request's revision
+/// after it is kept, so it is not worked on again until a person moves it.
 pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
     let number = match key {
         WorkKey::Issue(n) | WorkKey::Pull(n) => n,
@@ -110,23 +111,31 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
     };
     if !state.told_forge {
         let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
-        let posted = ctx
-            .forge
-            .comments(number)?
-            .iter()
-            .any(|c| c.author == ctx.login && c.body.contains(&marker));
-        if !posted {
-            let body = format!(
-                "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}\n\n{marker}",
-                state.iterations,
-                ctx.agent_text(&state.last_summary)
-            );
-            ctx.forge
-                .comment(number, &body)
-                .context("cannot comment on the forge")?;
-        }
+        let body = format!(
+            "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}",
+            state.iterations,
+            ctx.agent_text(&state.last_summary)
+        );
+        post_once(ctx, number, &marker, &body)?;
+        state.settled = Some(ctx.forge.revision(number)?);
         state.told_forge = true;
         state.save(&ctx.state_dir())?;
+    }
+    Ok(())
+}
+
+/// Posts `body` with `marker` on `number`, unless a comment of sandcastle's already carries the
+/// marker: a run stopped right after posting never posts it twice.
+fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result<()> {
+    let posted = ctx
+        .forge
+        .comments(number)?
+        .iter()
+        .any(|c| c.author == ctx.login && c.body.contains(marker));
+    if !posted {
+        ctx.forge
+            .comment(number, &format!("{body}\n\n{marker}"))
+            .context("cannot comment on the forge")?;
     }
     Ok(())
 }

@@ -68,6 +68,16 @@ impl WorkKey {
         }
     }
 
+    /// The key a slug names (`issue-42`, `pr-7`), if any.
+    pub fn from_slug(slug: &str) -> Option<WorkKey> {
+        let key = match slug.strip_prefix("issue-") {
+            Some(n) => WorkKey::Issue(n.parse().ok()?),
+            None => WorkKey::Pull(slug.strip_prefix("pr-")?.parse().ok()?),
+        };
+        // `issue-04` or `issue-+4` is no slug sandcastle writes.
+        (key.slug() == slug).then_some(key)
+    }
+
     /// `plan`, `implement`, `rework`: the lane the progress view shows.
     pub fn lane(self) -> &'static str {
         match self {
@@ -112,5 +122,11 @@ mod tests {
         assert_eq!(WorkKey::Issue(42).to_string(), "issue #42");
         assert_eq!(WorkKey::Pull(7).slug(), "pr-7");
         assert_eq!(WorkKey::Plan.to_string(), "plan");
+        for key in [WorkKey::Issue(42), WorkKey::Pull(7)] {
+            assert_eq!(WorkKey::from_slug(&key.slug()), Some(key));
+        }
+        for slug in ["planner", "issue-", "issue-04", "pr-x", "issue-1-2"] {
+            assert_eq!(WorkKey::from_slug(slug), None, "{slug}");
+        }
     }
 }

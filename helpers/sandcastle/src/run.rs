@@ -23,11 +23,10 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
     stop_on_signal(Arc::clone(&ctx))?;
 
     let single_pass = once || only_issue.is_some();
-    let mut gave_up: Vec<u64> = Vec::new();
     let mut failed = false;
     loop {
         ctx.progress.note("pass: looking for work");
-        let pass = run_pass(&ctx, only_issue, &gave_up);
+        let pass = run_pass(&ctx, only_issue);
         if ctx.is_stopping() {
             // The signal thread ends the process; do not start new work meanwhile.
             std::thread::park();
@@ -46,7 +45,6 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
             }
         };
         failed |= summary.failed > 0;
-        gave_up.extend(&summary.gave_up);
         if single_pass {
             break;
         }
@@ -150,7 +148,7 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             println!("label {name:?} is missing: `sandcastle run` will create it");
         }
     }
-    let rework = planning::sent_back(&ctx, &pulls, &base, &[]);
+    let rework = planning::sent_back(&ctx, &pulls, &base);
     if rework.is_empty() {
         println!("rework: no pull request of sandcastle's own is labelled ready-for-agent");
     }
@@ -160,7 +158,7 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             pull.number, pull.title, pull.head_branch
         );
     }
-    let candidates = planning::candidates(&ctx, &pulls, &base, &[])?;
+    let candidates = planning::candidates(&ctx, &pulls, &base)?;
     if candidates.is_empty() {
         println!(
             "plan: no open issue is labelled ready-for-agent (without epic, needs-info or an open pull request)"

@@ -1,6 +1,7 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
+use crate::forge::Revision;
 use crate::role::Role;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,10 @@ pub struct WorkState {
     /// What the agents' turns on this work cost, over every run.
     #[serde(default)]
     pub cost_usd: f64,
+    /// The forge's revision of the issue or pull request once sandcastle gave up on it and said so:
+    /// it is not taken up again, by this run or a later one, until a person moves it.
+    #[serde(default)]
+    pub settled: Option<Revision>,
     /// The HEAD before the agents started; new commits are counted from it.
     pub start_commit: Option<String>,
     /// Marks the forge comment of this attempt, so a resumed run never posts it twice.
@@ -81,6 +86,7 @@ impl WorkState {
             review_rounds: 0,
             verdict: None,
             cost_usd: 0.0,
+            settled: None,
             start_commit: None,
             attempt: attempt.to_string(),
             pull: None,
@@ -94,21 +100,59 @@ impl WorkState {
 
     /// The saved state of unfinished work on `slug`, if any; finished work starts afresh.
     pub fn resume(dir: &Path, slug: &str) -> Result<Option<WorkState>> {
+        Ok(Self::load(dir, slug)?.filter(|state| !state.finished()))
+    }
+
+    /// The saved state of `slug`, finished or not.
+    pub fn load(dir: &Path, slug: &str) -> Result<Option<WorkState>> {
         let path = Self::path(dir, slug);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        let state: WorkState = serde_json::from_str(&text).with_context(|| {
+        let state = serde_json::from_str(&text).with_context(|| {
             format!(
                 "{} is not a sandcastle state file: delete it to start that work afresh",
                 path.display()
             )
         })?;
-        let finished =
-            state.phase == Phase::Done || (state.phase == Phase::GaveUp && state.told_forge);
-        Ok((!finished).then_some(state))
+        Ok(Some(state))
+    }
+
+    /// Every saved state whose work still has something to tell the forge: half-published work,
+    /// and work given up whose comment is not known to be posted.
+    pub fn unpublished(dir: &Path) -> Result<Vec<WorkState>> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+        };
+        let mut states = Vec::new();
+        for entry in entries {
+            let name = entry?.file_name();
+            let Some(slug) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
+            if let Some(state) = Self::load(dir, slug)?
+                && (state.phase == Phase::Publish
+                    || (state.phase == Phase::GaveUp && !state.told_forge))
+            {
+                states.push(state);
+            }
+        }
+        states.sort_by(|a, b| a.slug.cmp(&b.slug));
+        Ok(states)
+    }
+
+    fn finished(&self) -> bool {
+        self.phase == Phase::Done || (self.phase == Phase::GaveUp && self.told_forge)
+    }
+
+    /// Given up on at exactly this revision of the forge's issue or pull request: nobody has moved
+    /// it since, so it is not worked on again.
+    pub fn settled_at(&self, revision: &Revision) -> bool {
+        self.phase == Phase::GaveUp && self.told_forge && self.settled.as_ref() == Some(revision)
     }
 
     /// Written atomically, so a kill mid-write leaves the previous state.

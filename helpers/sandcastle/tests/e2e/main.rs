@@ -2,6 +2,7 @@
 //! test image, a scripted Messages API and a Forgejo-compatible forge, all on 127.0.0.1.
 mod driver;
 mod harness;
+mod spend;
 mod trust;
 
 use harness::{Harness, docker_or_skip, stderr_lines};

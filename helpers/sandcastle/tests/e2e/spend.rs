@@ -1,0 +1,94 @@
+//! What the loop spends when nothing changes: the planner is asked again only when the candidates
+//! change, and work given up is not taken up again, by this run or a later one, until a person
+//! moves it.
+use crate::harness::{Harness, docker_or_skip};
+use serde_json::json;
+use std::time::Duration;
+
+/// An empty plan, `pollInterval = "1s"`, ten seconds of passes: one planner run, not ten.
+#[test]
+fn an_unchanged_candidate_set_is_planned_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([{"match": "# Role: planner", "turns": [{"text": "Nothing now. <plan>{\"issues\":[]}</plan>"}], "repeat_last": true}]),
+        "",
+    );
+    h.create_issue("Later", "Not now.", &["ready-for-agent"]);
+    let run = h
+        .command(&["run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(10));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(run.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let passes = stderr.matches("pass: looking for work").count();
+    assert!(passes >= 3, "the loop kept polling: {stderr}");
+    let planner_runs = h
+        .anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.prompt.contains("# Role: planner") && r.turn == 0)
+        .count();
+    assert_eq!(planner_runs, 1, "{stderr}");
+    assert!(
+        stderr.contains("the candidates have not changed since the last plan"),
+        "{stderr}"
+    );
+}
+
+/// An issue whose agent gave up is not retried by a restarted run until a person comments on it.
+#[test]
+fn a_given_up_issue_waits_for_a_person_across_restarts() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: planner", "turns": [{"text": "<plan>{\"issues\":[{\"id\":1,\"title\":\"Hard\",\"branch\":\"sandcastle/issue-1\"}]}</plan>"}]},
+            {"match": "The issue: #1\n", "turns": [{"text": "Cannot do this yet."}], "repeat_last": true},
+        ]),
+        "maxIterations = 1",
+    );
+    let issue = h.create_issue("Hard", "Square the circle.", &["ready-for-agent"]);
+    let implementer_runs = || {
+        h.anthropic
+            .requests()
+            .iter()
+            .filter(|r| r.prompt.contains("The issue: #1\n") && r.turn == 0)
+            .count()
+    };
+
+    assert!(h.sandcastle(&["run", "--issue", "1"]).status.success());
+    assert_eq!(implementer_runs(), 1);
+    assert_eq!(h.comments_of(issue).len(), 1, "the give-up comment");
+
+    // A new process: the saved state says nothing moved since it gave up.
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(implementer_runs(), 1, "not retried");
+    assert_eq!(h.comments_of(issue).len(), 1, "no second comment");
+
+    // A person answers: it is worked on again.
+    let bob = h.forge.add_user("bob");
+    h.post_as(
+        &bob,
+        &format!("/issues/{issue}/comments"),
+        json!({"body": "Try a polygon with many sides."}),
+    );
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(implementer_runs(), 2, "worked on again");
+    let comments = h.comments_of(issue);
+    assert_eq!(
+        comments.len(),
+        3,
+        "bob's, and one give-up comment per attempt: {comments:?}"
+    );
+}
