@@ -7,7 +7,7 @@
 //! background) running in a container that the next iteration reuses.
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
-use crate::stream::{Event, Usage, parse_line};
+use crate::stream::{Event, Usage, parse_line, shorten};
 use anyhow::{Context, Result};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -281,7 +281,8 @@ impl Seen {
                 } else {
                     format!("{name}: {summary}")
                 };
-                on_event(AgentEvent::ToolCall(&redact.redact(&call)));
+                // Redacted whole, then shortened: a cut first could leave part of a secret.
+                on_event(AgentEvent::ToolCall(&shorten(&redact.redact(&call))));
             }
             Event::AssistantText(text) => {
                 self.signal_in_text |= text.contains(COMPLETION_SIGNAL);
@@ -341,13 +342,23 @@ impl Pipes {
         let stderr = child.stderr.take();
         let stderr = thread::spawn(move || {
             let mut tail = Vec::new();
+            let mut cut = false;
             if let Some(mut stderr) = stderr {
                 let mut chunk = [0u8; 4096];
                 while let Ok(read @ 1..) = stderr.read(&mut chunk) {
                     tail.extend_from_slice(&chunk[..read]);
                     let excess = tail.len().saturating_sub(STDERR_TAIL);
+                    cut |= excess > 0;
                     tail.drain(..excess);
                 }
+            }
+            // A cut line could hold the end of a secret the redactor no longer recognises.
+            if cut {
+                let first_line = tail
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(tail.len(), |n| n + 1);
+                tail.drain(..first_line);
             }
             String::from_utf8_lossy(&tail).into_owned()
         });

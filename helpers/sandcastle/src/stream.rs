@@ -30,8 +30,9 @@ pub enum Event {
         session_id: String,
         model: String,
     },
-    /// `name` is the tool (`Bash`, `Edit`, ...); `summary` its main argument on one line (the
-    /// command, the file path, ...), possibly empty.
+    /// `name` is the tool (`Bash`, `Edit`, ...); `summary` the first line of its main argument (the
+    /// command, the file path, ...), possibly empty, whole: shorten it with [`shorten`] only after
+    /// redaction, so a cut never leaves part of a secret behind.
     ToolUse {
         name: String,
         summary: String,
@@ -182,7 +183,7 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-/// The argument that says what a tool call does, on one short line.
+/// The first line of the argument that says what a tool call does.
 fn tool_summary(input: &Value) -> String {
     let main = [
         "command",
@@ -197,7 +198,11 @@ fn tool_summary(input: &Value) -> String {
     .iter()
     .find_map(|key| input.get(*key).and_then(Value::as_str))
     .unwrap_or("");
-    let line = main.lines().next().unwrap_or("").trim();
+    main.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// `line` cut to `SUMMARY_CHARS` characters, with `…` when cut.
+pub fn shorten(line: &str) -> String {
     if line.chars().count() > SUMMARY_CHARS {
         let cut: String = line.chars().take(SUMMARY_CHARS - 1).collect();
         format!("{cut}…")
@@ -339,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn last_tool_call_of_a_message_wins_and_summary_is_one_short_line() {
+    fn last_tool_call_of_a_message_wins_and_summary_is_its_first_line() {
         let long = "x".repeat(200);
         let line = serde_json::json!({"type":"assistant","message":{"content":[
             {"type":"text","text":"let me look"},
@@ -350,9 +355,10 @@ mod tests {
         let Event::ToolUse { name, summary } = parse_line(&line) else {
             panic!("not a tool call");
         };
-        assert_eq!(name, "Bash");
-        assert_eq!(summary.chars().count(), SUMMARY_CHARS);
-        assert!(summary.ends_with('…'));
+        assert_eq!((name.as_str(), summary.as_str()), ("Bash", long.as_str()));
+        let short = shorten(&summary);
+        assert_eq!(short.chars().count(), SUMMARY_CHARS);
+        assert!(short.ends_with('…'));
     }
 
     #[test]
