@@ -30,7 +30,7 @@ pub struct AgentRun<'a> {
     /// Resume this saved session (its file is copied into the container first).
     pub resume: Option<&'a SavedSession>,
     pub idle_timeout: Duration,
-    /// How long to wait for the process to exit after the completion signal or the result event.
+    /// How long to wait for the process to exit after the result event.
     pub exit_grace: Duration,
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
     pub log_dir: &'a Path,
@@ -49,7 +49,7 @@ pub struct AgentOutcome {
     pub session: Option<SavedSession>,
     /// The final `result` text (redacted).
     pub result_text: String,
-    /// The completion signal appeared in the final result text and the result was not an error.
+    /// The final result text ends with the completion signal and the result was not an error.
     pub completed: bool,
     pub usage: Usage,
     pub transcript: PathBuf,
@@ -159,7 +159,8 @@ pub fn run(
             ));
         }
         seen.take(parse_line(&line), redact, on_event);
-        if grace_until.is_none() && (seen.result.is_some() || seen.signal_in_text) {
+        // Only the final result ends the work: text along the way may mention anything.
+        if grace_until.is_none() && seen.result.is_some() {
             grace_until = Some(Instant::now() + run.exit_grace);
         }
     };
@@ -210,11 +211,9 @@ pub fn run(
             )));
         }
         Some(result) => {
-            let completed = result.text.contains(COMPLETION_SIGNAL);
+            let completed = signals_completion(&result.text);
             (result.text, completed)
         }
-        // The signal came but the process hung before its result event: the work is done.
-        None if seen.signal_in_text => (seen.last_text, true),
         None => {
             let how = match status {
                 Some(status) => format!("exited ({status})"),
@@ -236,6 +235,12 @@ pub fn run(
     })
 }
 
+/// The work is done only when the final result ends with the completion signal: anywhere else
+/// ("I will not write <promise>COMPLETE</promise> yet") it is just words.
+pub fn signals_completion(result_text: &str) -> bool {
+    result_text.trim_end().ends_with(COMPLETION_SIGNAL)
+}
+
 /// Where Claude Code keeps a session of a project in WORKSPACE: its projects directory is named
 /// after the working directory with every `/` replaced by `-` (checked with Claude Code 2.1.197).
 fn session_path_in_container(session_id: &str) -> String {
@@ -249,7 +254,7 @@ enum Ending {
     /// Claude Code closed its output: it exited (or is exiting).
     StreamClosed,
     IdleTimeout,
-    /// The result or the completion signal came, but the process did not exit in time.
+    /// The result came, but the process did not exit in time.
     GraceExpired,
 }
 
@@ -258,8 +263,6 @@ enum Ending {
 struct Seen {
     session_id: Option<String>,
     result: Option<FinalResult>,
-    last_text: String,
-    signal_in_text: bool,
 }
 
 struct FinalResult {
@@ -284,10 +287,6 @@ impl Seen {
                 // Redacted whole, then shortened: a cut first could leave part of a secret.
                 on_event(AgentEvent::ToolCall(&shorten(&redact.redact(&call))));
             }
-            Event::AssistantText(text) => {
-                self.signal_in_text |= text.contains(COMPLETION_SIGNAL);
-                self.last_text = redact.redact(&text);
-            }
             Event::Result {
                 is_error,
                 subtype,
@@ -306,7 +305,10 @@ impl Seen {
                     usage,
                 });
             }
-            Event::Init { .. } | Event::ToolResult { .. } | Event::Other => {}
+            Event::Init { .. }
+            | Event::AssistantText(_)
+            | Event::ToolResult { .. }
+            | Event::Other => {}
         }
     }
 }
@@ -533,6 +535,54 @@ mod tests {
     }
 
     #[test]
+    fn only_the_very_end_of_the_final_result_signals_completion() {
+        assert!(signals_completion("Done. <promise>COMPLETE</promise>\n"));
+        assert!(signals_completion("<promise>COMPLETE</promise>"));
+        for words in [
+            "I will NOT write <promise>COMPLETE</promise> yet.",
+            "<promise>COMPLETE</promise> was premature; tests fail",
+            "<promise>COMPLETE</promise",
+            "",
+        ] {
+            assert!(!signals_completion(words), "{words}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_signal_counts_at_the_end_and_nowhere_else(
+            before in ".*",
+            after in "\\s*[^\\s]\\PC*",
+            space in "\\s*",
+        ) {
+            let signal_last = format!("{before}{COMPLETION_SIGNAL}{space}");
+            proptest::prop_assert!(signals_completion(&signal_last));
+            let text_after = format!("{before}{COMPLETION_SIGNAL}{after}");
+            proptest::prop_assert_eq!(
+                signals_completion(&text_after),
+                text_after.trim_end().ends_with(COMPLETION_SIGNAL)
+            );
+        }
+
+        /// Whatever the agent streams before its result, nothing but a result event is taken as
+        /// the end of the work.
+        #[test]
+        fn only_a_result_event_ends_the_work(lines in proptest::collection::vec(".*", 0..20)) {
+            let redact = Redactor::new(&crate::secrets::EnvFile::default());
+            let mut seen = Seen::default();
+            for line in &lines {
+                let text = serde_json::json!({"type": "assistant", "message": {"content": [
+                    {"type": "text", "text": format!("{line} {COMPLETION_SIGNAL}")}
+                ]}});
+                seen.take(parse_line(&text.to_string()), &redact, &mut |_| {});
+                seen.take(parse_line(line), &redact, &mut |_| {});
+            }
+            let results = lines.iter().filter(|l| matches!(parse_line(l), Event::Result { .. })).count();
+            proptest::prop_assert_eq!(seen.result.is_some(), results > 0);
+        }
+    }
+
+    #[test]
     fn durations_read_like_the_config() {
         assert_eq!(short_duration(Duration::from_secs(3)), "3s");
         assert_eq!(short_duration(Duration::from_secs(600)), "10m");
@@ -542,7 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn seen_tracks_session_tool_calls_signal_and_result_redacted() {
+    fn seen_tracks_session_tool_calls_and_result_redacted() {
         let redact = Redactor::new(&crate::secrets::EnvFile {
             vars: vec![("SECRET_THING".into(), "hunter2-value".into())],
         });
@@ -567,8 +617,6 @@ mod tests {
         );
         assert_eq!(calls, ["Bash: echo [redacted]"]);
         assert_eq!(costs, [0.25]);
-        assert!(seen.signal_in_text);
-        assert_eq!(seen.last_text, "ok [redacted] <promise>COMPLETE</promise>");
         assert_eq!(seen.result.unwrap().text, "done [redacted]");
     }
 }

@@ -583,6 +583,26 @@ mod tests {
         assert_eq!(redactor.redact("üredacted€"), "ü[redacted]€");
     }
 
+    proptest::proptest! {
+        /// A secret anywhere in any text, as written or in base64 after any user name, is gone.
+        #[test]
+        fn no_secret_survives_wherever_it_sits(
+            secret in "[a-z0-9]{8,48}",
+            before in "[A-Z !:=\"/+_-]{0,40}",
+            after in "[A-Z !:=\"/+_-]{0,40}",
+            user in "[a-zA-Z]{0,12}",
+        ) {
+            use base64::engine::general_purpose::STANDARD;
+            let redactor = Redactor::new(&env(&[("SOME_TOKEN", &secret)]));
+            let basic = STANDARD.encode(format!("{user}:{secret}"));
+            for text in [format!("{before}{secret}{after}"), format!("{before} {basic} {after}")] {
+                let redacted = redactor.redact(&text);
+                proptest::prop_assert!(!redacted.contains(&secret), "{redacted}");
+                proptest::prop_assert!(!redacted.contains(&basic), "{redacted}");
+            }
+        }
+    }
+
     #[test]
     fn debug_output_shows_no_values() {
         let file = env(&[("FORGEJO_TOKEN", "tok-1234567")]);

@@ -361,6 +361,71 @@ mod tests {
         assert!(short.ends_with('…'));
     }
 
+    /// JSON shaped like the stream's events, with any values where they are looked for.
+    fn event_like() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            prop_oneof![
+                Just("system".to_string()),
+                Just("assistant".to_string()),
+                Just("user".to_string()),
+                Just("result".to_string()),
+                Just("tool_use".to_string()),
+                Just("text".to_string()),
+                ".*",
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            let keys = prop_oneof![
+                Just("type".to_string()),
+                Just("subtype".to_string()),
+                Just("message".to_string()),
+                Just("content".to_string()),
+                Just("input".to_string()),
+                Just("result".to_string()),
+                Just("errors".to_string()),
+                Just("usage".to_string()),
+                Just("is_error".to_string()),
+                Just("command".to_string()),
+                "[a-z_]{1,8}",
+            ];
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(keys, inner, 0..6)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// No line, however broken, panics the parser.
+        #[test]
+        fn any_line_parses_without_panicking(line in "\\PC*", cut in 0usize..2000) {
+            let _ = parse_line(&line);
+            for real in REAL.lines() {
+                let mut end = cut.min(real.len());
+                while !real.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let _ = parse_line(&real[..end]);
+                let _ = parse_line(&format!("{}{line}{}", &real[..end], &real[end..]));
+            }
+        }
+
+        #[test]
+        fn any_event_shaped_json_parses_without_panicking(value in event_like()) {
+            if let Event::ToolUse { summary, .. } = parse_line(&value.to_string()) {
+                proptest::prop_assert!(!summary.contains('\n'));
+                proptest::prop_assert!(shorten(&summary).chars().count() <= SUMMARY_CHARS);
+            }
+        }
+    }
+
     #[test]
     fn usage_adds_up() {
         let mut total = Usage::default();
