@@ -152,9 +152,12 @@ pub fn run(
             // Nothing may run unrecorded.
             let _ = child.kill();
             let _ = child.wait();
-            kill_agent_processes(sandbox);
+            let stopped = match kill_agent_processes(sandbox) {
+                Ok(()) => "the agent was stopped".to_string(),
+                Err(kill) => format!("stopping the agent's processes failed: {kill:#}"),
+            };
             return Err(anyhow::anyhow!(
-                "{label}: cannot write the transcript {} ({error}); the agent was stopped",
+                "{label}: cannot write the transcript {} ({error}); {stopped}",
                 transcript_path.display()
             ));
         }
@@ -173,7 +176,7 @@ pub fn run(
         let _ = child.kill();
         let _ = child.wait();
     }
-    kill_agent_processes(sandbox);
+    let killed = kill_agent_processes(sandbox);
     let stderr = redact.redact(&pipes.finish());
     let session = seen
         .session_id
@@ -193,6 +196,13 @@ pub fn run(
         }
         .into()
     };
+    if let Err(kill) = killed {
+        return Err(fail(format!(
+            "{label}: the agent's processes could not be stopped ({}); transcript: {}",
+            redact.error(&kill),
+            transcript_path.display()
+        )));
+    }
     if let Ending::IdleTimeout = ending {
         return Err(fail(format!(
             "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
@@ -411,13 +421,20 @@ while [ $i -lt 50 ]; do
   done
   [ -z "$alive" ] && exit 0
   sleep 0.1; i=$((i+1))
-done"#;
+done
+echo "process $alive of the agent is still running after kill -KILL" >&2
+exit 1"#;
 
-fn kill_agent_processes(sandbox: &Sandbox) {
-    let _ = sandbox
-        .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
-        .stdin(Stdio::null())
-        .output();
+/// An error when the agent's processes may still be running: the caller must not hand this
+/// container to another iteration as if it were quiet.
+fn kill_agent_processes(sandbox: &Sandbox) -> Result<()> {
+    crate::sandbox::output(
+        sandbox
+            .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
+            .stdin(Stdio::null()),
+        "docker exec (stop the agent's processes)",
+    )
+    .map(drop)
 }
 
 /// The largest session file taken out of a sandbox.

@@ -2,10 +2,13 @@
 //!
 //! Secrets never appear in a docker argument: variables are passed by name (`-e NAME`) and their
 //! values are set on the environment of the `docker` process itself, which hands them to the engine.
+use crate::deadline::{self, Watchdog};
 use anyhow::{Context, Result, bail};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
 /// host directory), and the agent's working directory.
@@ -16,6 +19,12 @@ pub const RUN_LABEL: &str = "sandcastle.run";
 pub const PROJECT_LABEL: &str = "sandcastle.project";
 /// The user agents run as (uid 1000 in the image).
 const AGENT_USER: &str = "agent";
+/// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
+const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest moving a file into or out of a sandbox may take.
+const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
+/// Test only: whole seconds replacing both bounds.
+const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_DOCKER_TIMEOUT";
 
 /// Limits and wiring from `[sandbox]` in the config.
 pub struct SandboxSpec<'a> {
@@ -112,8 +121,11 @@ impl Sandbox {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot run `docker exec`: {e}"))?;
+        let bound = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
+        let watchdog = Watchdog::start(&child, bound);
         let stderr = child.stderr.take().map(|mut pipe| {
             std::thread::spawn(move || {
                 let mut text = String::new();
@@ -128,6 +140,12 @@ impl Sandbox {
             let _ = child.kill();
         }
         let status = child.wait().context("cannot wait for `docker exec`")?;
+        if watchdog.finished() {
+            bail!(
+                "`docker exec` handing out a file did not finish within {} and was stopped",
+                humantime::format_duration(bound)
+            );
+        }
         let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
         let copied = copied.with_context(|| format!("cannot write {}", dest.display()))?;
         if copied > limit {
@@ -160,7 +178,8 @@ impl Sandbox {
             .arg(r#"mkdir -p "$(dirname "$1")" && cat > "$1""#)
             .args(["sh", container_path])
             .stdin(file);
-        output(&mut command, "docker exec (copy into the sandbox)").map(drop)
+        let limit = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
+        output_within(&mut command, "docker exec (copy into the sandbox)", limit).map(drop)
     }
 
     /// `docker rm -f`.
@@ -249,14 +268,21 @@ fn container_name(run_id: &str, key: &str) -> String {
         .collect()
 }
 
-/// Runs a docker command to the end; its trimmed stdout, or an error with its first stderr line.
-fn output(command: &mut Command, what: &str) -> Result<String> {
-    let result = command.output().map_err(|error| {
-        if error.kind() == std::io::ErrorKind::NotFound {
+/// Runs a docker command to the end, within `DOCKER_TIMEOUT`; its trimmed stdout, or an error
+/// with its first stderr line.
+pub fn output(command: &mut Command, what: &str) -> Result<String> {
+    output_within(command, what, deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))
+}
+
+fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<String> {
+    let result = deadline::output_within(command, limit, what).map_err(|error| match error
+        .downcast_ref::<std::io::Error>(
+    ) {
+        Some(io) if io.kind() == std::io::ErrorKind::NotFound => {
             anyhow::anyhow!("the `docker` CLI is not on PATH: install Docker's client")
-        } else {
-            anyhow::anyhow!("cannot run `{what}`: {error}")
         }
+        Some(io) => anyhow::anyhow!("cannot run `{what}`: {io}"),
+        None => error,
     })?;
     if !result.status.success() {
         let stderr = String::from_utf8_lossy(&result.stderr);
@@ -310,13 +336,13 @@ pub fn engine_answers() -> Result<()> {
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 pub fn image_exists(image: &str) -> Result<()> {
     engine_answers()?;
-    let found = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", image])
-        .stdin(Stdio::null())
-        .output()
-        .map(|out| out.status.success())
-        .unwrap_or(false);
-    if !found {
+    let found = output(
+        Command::new("docker")
+            .args(["image", "inspect", "--format", "{{.Id}}", image])
+            .stdin(Stdio::null()),
+        "docker image inspect",
+    );
+    if found.is_err() {
         bail!(
             "the image {image} is not in Docker: build and load it with `nix run .#sandcastleImage | docker load`"
         );
