@@ -405,24 +405,32 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 
 /// Kills every process of the agent user in the container: what a stopped Claude Code left
 /// running, and what the agent started in the background, so that nothing of this iteration goes on
-/// into the next. The container's init (`sleep infinity`) is spared: `kill -1` never signals pid 1.
-/// Kills every process of the agent user but this shell (and PID 1, which `kill -1` spares), then
-/// waits, up to five seconds, until none is left but zombies (`sleep infinity` as PID 1 reaps
-/// nothing, so orphans stay zombies: dead all the same), so the next iteration starts on a quiet
-/// container.
-const KILL_AGENT_PROCESSES: &str = r#"kill -KILL -1 2>/dev/null
-i=0
-while [ $i -lt 50 ]; do
+/// into the next. Spared are this shell, PID 1 (`docker-init`, which reaps orphans) and the
+/// container's entrypoint (`sleep infinity`, the first process `docker-init` started: the lowest pid
+/// whose parent is 1; `docker exec` processes have parent 0, and orphans, reparented to 1, come
+/// later). Then it waits, up to five seconds, until none is left but zombies.
+const KILL_AGENT_PROCESSES: &str = r#"parent() { while read -r key value; do [ "$key" = PPid: ] && echo "$value" && return; done < "/proc/$1/status"; } 2>/dev/null
+others() {
   alive=
   for status in /proc/[0-9]*/status; do
     pid=${status#/proc/}; pid=${pid%/status}
-    case $pid in 1|$$) continue ;; esac
-    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive=$pid
+    case $pid in 1|$$|$keep) continue ;; esac
+    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive="$alive $pid"
   done
+}
+keep=0
+for status in /proc/[0-9]*/status; do
+  pid=${status#/proc/}; pid=${pid%/status}
+  if [ "$pid" != 1 ] && [ "$(parent "$pid")" = 1 ] && { [ "$keep" = 0 ] || [ "$pid" -lt "$keep" ]; }; then keep=$pid; fi
+done
+i=0
+while [ $i -lt 50 ]; do
+  others
   [ -z "$alive" ] && exit 0
+  kill -KILL $alive 2>/dev/null
   sleep 0.1; i=$((i+1))
 done
-echo "process $alive of the agent is still running after kill -KILL" >&2
+echo "processes $alive of the agent are still running after kill -KILL" >&2
 exit 1"#;
 
 /// An error when the agent's processes may still be running: the caller must not hand this

@@ -17,6 +17,9 @@ pub const WORKSPACE: &str = "/home/agent/workspace";
 pub const RUN_LABEL: &str = "sandcastle.run";
 /// The docker label naming the project directory a container works for.
 pub const PROJECT_LABEL: &str = "sandcastle.project";
+/// The docker label naming the host the run lives on: its pid (the run id's end) means something
+/// only there.
+pub const HOST_LABEL: &str = "sandcastle.host";
 /// The user agents run as (uid 1000 in the image).
 const AGENT_USER: &str = "agent";
 /// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
@@ -221,6 +224,10 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         format!("{RUN_LABEL}={}", spec.run_id),
         "--label".into(),
         format!("{PROJECT_LABEL}={}", spec.project.display()),
+        "--label".into(),
+        format!("{HOST_LABEL}={}", host_name()),
+        // An init reaps the orphans the agent leaves, so zombies do not count against the pids limit.
+        "--init".into(),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),
@@ -243,6 +250,14 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
                 "[sandbox] mounts entry {mount:?}: the host path {host} does not exist: create it or remove the entry"
             )
         })?;
+        // Checked again after links are resolved: a link to `/` is `/`.
+        let project = spec
+            .project
+            .canonicalize()
+            .unwrap_or(spec.project.to_path_buf());
+        if let Some(why) = sandcastle_config::mount_refused(&project, &host) {
+            bail!("[sandbox] mounts entry {mount:?} {why}: remove it from .sandcastle/config.toml");
+        }
         if !container.starts_with('/') || container.contains(':') {
             bail!(
                 "[sandbox] mounts entry {mount:?}: the container path must be absolute with no options: fix it in .sandcastle/config.toml"
@@ -295,6 +310,70 @@ fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<S
         bail!("`{what}` failed ({}): {reason}", result.status);
     }
     Ok(String::from_utf8_lossy(&result.stdout).trim().to_string())
+}
+
+/// This machine's name, as the kernel knows it.
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Removes the containers of `project` left by runs on this host that are no longer alive (killed
+/// with SIGKILL, out of memory, the machine rebooted); returns their names. A run is alive while
+/// its process is (the run id ends in its pid); containers of other hosts, of other projects, of
+/// live runs, and those without the labels to tell, are left alone.
+pub fn remove_dead_runs(project: &Path) -> Result<Vec<String>> {
+    let listed = output(
+        Command::new("docker").args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={PROJECT_LABEL}={}", project.display()),
+            "--format",
+            &format!(
+                "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label \"{RUN_LABEL}\"}}}}\t{{{{.Label \"{HOST_LABEL}\"}}}}"
+            ),
+        ]),
+        "docker ps",
+    )?;
+    let host = host_name();
+    let dead: Vec<(&str, &str)> = listed
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            let (id, name, run, on) = (
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+            );
+            (on == host && run_is_dead(run)).then_some((id, name))
+        })
+        .collect();
+    if dead.is_empty() {
+        return Ok(Vec::new());
+    }
+    output(
+        Command::new("docker")
+            .args(["rm", "-f"])
+            .args(dead.iter().map(|(id, _)| id)),
+        "docker rm",
+    )?;
+    Ok(dead.into_iter().map(|(_, name)| name.to_string()).collect())
+}
+
+/// A run id `<time>-<pid>` whose process is gone. Unreadable ids count as alive.
+fn run_is_dead(run_id: &str) -> bool {
+    let pid = run_id
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw);
+    match pid {
+        Some(pid) => rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH),
+        None => false,
+    }
 }
 
 /// Removes every container labelled with this run id.
@@ -408,17 +487,20 @@ mod tests {
     #[test]
     fn run_args_confine_the_container_and_carry_no_variable_and_no_checkout() {
         let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        std::fs::create_dir(&cache).unwrap();
         let env = [("ANTHROPIC_API_KEY".to_string(), "s3cret-key".to_string())];
-        let mounts = [format!("{}:/nix/store", dir.path().display())];
+        let mounts = [format!("{}:/nix/store", cache.display())];
         let args = run_args(&spec(dir.path(), &mounts, &env)).unwrap();
         let joined = args.join(" ");
         for expected in [
             "run -d --name sandcastle-20261202T130405Z-1-issue-42",
             "--label sandcastle.run=20261202T130405Z-1",
             &format!("--label sandcastle.project={}", dir.path().display()),
+            &format!("--label sandcastle.host={} --init", host_name()),
             "--cap-drop ALL --security-opt no-new-privileges",
             "--pids-limit 1024 --memory 4g --network host",
-            &format!("-v {}:/nix/store:ro sandcastle:test", dir.path().display()),
+            &format!("-v {}:/nix/store:ro sandcastle:test", cache.display()),
         ] {
             assert!(joined.contains(expected), "{expected:?} not in {joined:?}");
         }
@@ -468,18 +550,30 @@ mod tests {
     #[test]
     fn bad_mounts_are_one_line_errors_naming_the_entry() {
         let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        std::fs::create_dir(dir.path().join(".sandcastle")).unwrap();
+        std::os::unix::fs::symlink(".sandcastle", dir.path().join("innocent")).unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
         for (mount, says) in [
+            (
+                format!("{}/root:/x", dir.path().display()),
+                "mounts the host's whole filesystem",
+            ),
+            (
+                format!("{}/innocent:/x", dir.path().display()),
+                "exposes the project's .sandcastle/",
+            ),
             (
                 "no-colon".to_string(),
                 "is not \"host-path:container-path\"",
             ),
             ("/does/not/exist:/x".to_string(), "does not exist"),
             (
-                format!("{}:relative", dir.path().display()),
+                format!("{}/src:relative", dir.path().display()),
                 "must be absolute",
             ),
             (
-                format!("{}:/x:rw", dir.path().display()),
+                format!("{}/src:/x:rw", dir.path().display()),
                 "must be absolute",
             ),
         ] {
@@ -493,6 +587,20 @@ mod tests {
             );
             assert!(!err.contains('\n'), "{err}");
         }
+    }
+
+    #[test]
+    fn a_run_is_dead_only_when_its_process_is_gone() {
+        assert!(!run_is_dead(&format!(
+            "20261202T130405Z-{}",
+            std::process::id()
+        )));
+        assert!(!run_is_dead("20261202T130405Z-1"), "init lives");
+        assert!(!run_is_dead("no-pid-here"));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(run_is_dead(&format!("20261202T130405Z-{pid}")));
     }
 
     #[test]
