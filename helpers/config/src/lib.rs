@@ -8,12 +8,14 @@ use serde::Serialize;
 mod defaults;
 mod forge;
 mod image;
+mod mounts;
 mod read;
 mod source;
 mod suggest;
 
 pub use forge::forge_url;
 pub use image::name_and_tag as image_name_and_tag;
+pub use mounts::mount_refused;
 
 /// The conventional location, relative to a project's root.
 pub const DEFAULT_PATH: &str = ".sandcastle/config.toml";

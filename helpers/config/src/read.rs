@@ -1,13 +1,14 @@
 //! The parsed TOML document -> [`Config`], checking every key, type and range on the way. Each
 //! check fails with the location of the offending key or value and an example of the fix.
 use std::ops::Range;
+use std::path::Path;
 use std::time::Duration;
 
 use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge, image, suggest,
+    Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -286,14 +287,14 @@ impl<'a> Section<'a> {
             .map_err(|_| out_of_range(&format!("at most {}", u32::MAX)))
     }
 
-    /// A humantime duration such as "10m" or "1h 30m", longer than zero.
+    /// A humantime duration such as "10m" or "1h 30m", at least one second.
     fn duration(&self, key: &str, example: &str) -> Result<Option<Duration>, ConfigError> {
         let Some((text, span)) = self.string_at(key, example)? else {
             return Ok(None);
         };
         let problem = match humantime::parse_duration(&text) {
-            Ok(duration) if !duration.is_zero() => return Ok(Some(duration)),
-            Ok(_) => "must be longer than zero".to_string(),
+            Ok(duration) if duration >= Duration::from_secs(1) => return Ok(Some(duration)),
+            Ok(_) => "is shorter than one second".to_string(),
             Err(error) => format!("is not a duration ({error})"),
         };
         Err(self.source.error(
@@ -306,18 +307,21 @@ impl<'a> Section<'a> {
         ))
     }
 
-    /// A docker `--memory` size: a number with an optional b/k/m/g/t/p unit.
+    /// A docker `--memory` size: a number with an optional b/k/m/g/t/p unit, not zero (which
+    /// Docker reads as no limit).
     fn memory(&self, key: &str, example: &str) -> Result<Option<String>, ConfigError> {
         let Some((text, span)) = self.word_at(key, example)? else {
             return Ok(None);
         };
-        if is_memory_size(&text) {
-            return Ok(Some(text));
-        }
+        let problem = match memory_size(&text) {
+            Some(size) if size > 0.0 => return Ok(Some(text)),
+            Some(_) => "means no limit to Docker",
+            None => "is not a memory size",
+        };
         Err(self.source.error(
             span,
             format!(
-                "`{}` = \"{text}\" is not a memory size; write e.g. {} (units: b, k, m, g)",
+                "`{}` = \"{text}\" {problem}; write e.g. {} (units: b, k, m, g)",
                 self.qualified(key),
                 self.assignment(key, example)
             ),
@@ -415,6 +419,19 @@ impl<'a> Section<'a> {
                     ),
                 ));
             };
+            let host = mount.split_once(':').map_or(mount, |(host, _)| host);
+            if let Some(why) =
+                mounts::mount_refused(&mounts::project_of(self.source.path), Path::new(host))
+            {
+                return Err(self.source.error(
+                    entry.span(),
+                    format!(
+                        "`{}` entry \"{mount}\" {why}; mount only what the agents need, e.g. {}",
+                        self.qualified(key),
+                        self.assignment(key, example)
+                    ),
+                ));
+            }
             mounts.push(mount.to_string());
         }
         Ok(Some(mounts))
@@ -482,8 +499,9 @@ fn repo_name(repo: &str) -> Result<&str, String> {
     }
 }
 
-/// Docker's `--memory` syntax: `512m`, `4g`, `1.5GiB`.
-fn is_memory_size(text: &str) -> bool {
+/// The number of Docker's `--memory` syntax (`512m`, `4g`, `1.5GiB`), or `None` when `text` is not
+/// that syntax.
+fn memory_size(text: &str) -> Option<f64> {
     let unit_start = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(text.len());
@@ -495,7 +513,10 @@ fn is_memory_size(text: &str) -> bool {
         .unwrap_or(&unit);
     let unit = unit.strip_prefix('i').unwrap_or(unit);
     let unit = unit.strip_prefix('b').unwrap_or(unit);
-    number_ok && unit.is_empty()
+    if !(number_ok && unit.is_empty()) {
+        return None;
+    }
+    number.parse().ok()
 }
 
 fn kind(item: &Item) -> &'static str {

@@ -301,7 +301,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\npollInterval = \"0s\"\n",
-            "3:16: `pollInterval` = \"0s\" must be longer than zero; write e.g. `pollInterval = \"1m\"` (units: s, m, h, d)",
+            "3:16: `pollInterval` = \"0s\" is shorter than one second; write e.g. `pollInterval = \"1m\"` (units: s, m, h, d)",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\nidleTimeout = 600\n",
@@ -352,6 +352,30 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmemory = \"lots\"\n",
             "4:10: `sandbox.memory` = \"lots\" is not a memory size; write e.g. `memory = \"4g\"` in [sandbox] \
              (units: b, k, m, g)",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\nidleTimeout = \"1ns\"\n",
+            "3:15: `idleTimeout` = \"1ns\" is shorter than one second; write e.g. `idleTimeout = \"10m\"` (units: s, m, h, d)",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmemory = \"0\"\n",
+            "4:10: `sandbox.memory` = \"0\" means no limit to Docker; write e.g. `memory = \"4g\"` in [sandbox] \
+             (units: b, k, m, g)",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmounts = [\"/:/host\"]\n",
+            "4:11: `sandbox.mounts` entry \"/:/host\" mounts the host's whole filesystem; mount only what the \
+             agents need, e.g. `mounts = [\"/srv/cache:/cache\"]` in [sandbox]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmounts = [\"/var/run/docker.sock:/s\"]\n",
+            "4:11: `sandbox.mounts` entry \"/var/run/docker.sock:/s\" exposes the Docker socket, which is root \
+             on the host; mount only what the agents need, e.g. `mounts = [\"/srv/cache:/cache\"]` in [sandbox]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmounts = [\".sandcastle:/s\"]\n",
+            "4:11: `sandbox.mounts` entry \".sandcastle:/s\" exposes the project's .sandcastle/ (its secrets and \
+             work repositories); mount only what the agents need, e.g. `mounts = [\"/srv/cache:/cache\"]` in [sandbox]",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmounts = [\"/srv/cache\"]\n",

@@ -74,6 +74,21 @@ struct Incoming<'a> {
 fn serve(shared: &Shared, request: &Request, matched: &Matched, incoming: Incoming) -> Reply {
     let op = matched.operation;
     let where_ = format!("{} /api/v1{}", incoming.method, incoming.api_path);
+    if let Some(fault) = shared.take_fault(incoming.method, &op.template) {
+        let mut reply = error_reply(shared, fault.status, "fake-forge: an injected fault");
+        if let Some(seconds) = fault.retry_after {
+            reply
+                .headers
+                .push(("Retry-After".to_string(), seconds.to_string()));
+        }
+        return match shared
+            .swagger
+            .check_response(op, reply.status, reply.body.as_ref())
+        {
+            Ok(()) => reply,
+            Err(e) => violation(shared, format!("{where_}: {e:#}")),
+        };
+    }
     let body = incoming.body.map_err(anyhow::Error::msg).and_then(|body| {
         shared.swagger.check_query(op, incoming.query)?;
         shared.swagger.check_request_body(op, body.as_ref())?;

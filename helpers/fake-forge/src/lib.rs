@@ -29,6 +29,7 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result, anyhow, bail};
 
+pub use server::Fault;
 use server::{NewPull, Shared, now};
 use state::{NewIssue, NewReview};
 
@@ -440,6 +441,31 @@ impl FakeForge {
     /// If the repository does not exist.
     pub fn reviews(&self, repo: &str, number: u64) -> Vec<Review> {
         self.read(repo, |repo| repo.reviews_on(number).cloned().collect())
+    }
+
+    /// Answers the next `count` requests of one API operation with `fault` instead of serving
+    /// them. `operation` is as Forgejo's swagger names it, e.g. `GET /repos/{owner}/{repo}/labels`;
+    /// one it does not name is an error.
+    pub fn inject_faults(&self, operation: &str, count: usize, fault: Fault) -> Result<()> {
+        let (method, template) = operation
+            .split_once(' ')
+            .with_context(|| format!("{operation:?} is not `METHOD /path/{{param}}`"))?;
+        let method = method.to_ascii_uppercase();
+        let known = self
+            .shared
+            .swagger
+            .route(&method, template)
+            .is_some_and(|matched| matched.operation.template == template);
+        if !known {
+            bail!("{operation} is not an operation of Forgejo's swagger");
+        }
+        self.shared.inject(&method, template, count, fault);
+        Ok(())
+    }
+
+    /// How many injected faults have not been served yet.
+    pub fn pending_faults(&self) -> usize {
+        self.shared.pending_faults()
     }
 
     /// Every push received over HTTP, in order.

@@ -19,6 +19,23 @@ pub struct Shared {
     /// Forgejo's `ROOT_URL`, ending with `/`.
     pub root_url: String,
     pub push_lock: Mutex<()>,
+    faults: Mutex<Vec<Pending>>,
+}
+
+/// What the forge answers instead of serving a request: `status` with an `APIError` body, with
+/// `Retry-After: <seconds>` when `retry_after` is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub status: u16,
+    pub retry_after: Option<u64>,
+}
+
+/// A fault for the next `remaining` requests of one operation.
+struct Pending {
+    method: String,
+    template: String,
+    remaining: usize,
+    fault: Fault,
 }
 
 /// A pull request to open, from the API or from a test's seeding.
@@ -40,7 +57,42 @@ impl Shared {
             repos_root,
             root_url,
             push_lock: Mutex::new(()),
+            faults: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Answers the next `count` requests of the operation `method template` (as the swagger names
+    /// it, e.g. `GET /repos/{owner}/{repo}/labels`) with `fault`.
+    pub fn inject(&self, method: &str, template: &str, count: usize, fault: Fault) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Pending {
+                method: method.to_ascii_uppercase(),
+                template: template.to_string(),
+                remaining: count,
+                fault,
+            });
+    }
+
+    /// The fault a request of `method template` gets now, if any; each use counts down.
+    pub fn take_fault(&self, method: &str, template: &str) -> Option<Fault> {
+        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let pending = faults
+            .iter_mut()
+            .find(|p| p.remaining > 0 && p.method == method && p.template == template)?;
+        pending.remaining -= 1;
+        Some(pending.fault)
+    }
+
+    /// How many injected faults are still to be served.
+    pub fn pending_faults(&self) -> usize {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|p| p.remaining)
+            .sum()
     }
 
     /// The state, even if a request thread panicked while holding it.

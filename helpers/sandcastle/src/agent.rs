@@ -8,7 +8,7 @@
 use crate::role::Role;
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
-use crate::stream::{Event, Usage, parse_line};
+use crate::stream::{Event, Usage, parse_line, shorten};
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ pub struct AgentRun<'a> {
     /// Resume this saved session (its file is copied into the container first).
     pub resume: Option<&'a SavedSession>,
     pub idle_timeout: Duration,
-    /// How long to wait for the process to exit after the completion signal or the result event.
+    /// How long to wait for the process to exit after the result event.
     pub exit_grace: Duration,
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
     pub log_dir: &'a Path,
@@ -145,14 +145,18 @@ pub fn run(
             // Nothing may run unrecorded.
             let _ = child.kill();
             let _ = child.wait();
-            kill_agent_processes(sandbox);
+            let stopped = match kill_agent_processes(sandbox) {
+                Ok(()) => "the agent was stopped".to_string(),
+                Err(kill) => format!("stopping the agent's processes failed: {kill:#}"),
+            };
             return Err(anyhow::anyhow!(
-                "{label}: cannot write the transcript {} ({error}); the agent was stopped",
+                "{label}: cannot write the transcript {} ({error}); {stopped}",
                 transcript_path.display()
             ));
         }
         seen.take(parse_line(&line), redact, on_event);
-        if grace_until.is_none() && (seen.result.is_some() || seen.signal_in_text) {
+        // Only the final result ends the work: text along the way may mention anything.
+        if grace_until.is_none() && seen.result.is_some() {
             grace_until = Some(Instant::now() + run.exit_grace);
         }
     };
@@ -165,7 +169,7 @@ pub fn run(
         let _ = child.kill();
         let _ = child.wait();
     }
-    kill_agent_processes(sandbox);
+    let killed = kill_agent_processes(sandbox);
     let stderr = redact.redact(&pipes.finish());
     let session = seen
         .session_id
@@ -185,6 +189,14 @@ pub fn run(
         transcript: transcript_path.clone(),
     };
     let fail = |message: String| Ok(outcome(Ending::Failed(message), String::new()));
+    if let Err(kill) = killed {
+        // Broken machinery, not the agent's result: the container is not quiet for another turn.
+        anyhow::bail!(
+            "{label}: the agent's processes could not be stopped ({}); transcript: {}",
+            redact.error(&kill),
+            transcript_path.display()
+        );
+    }
     if let StreamEnd::IdleTimeout = stream_end {
         return fail(format!(
             "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
@@ -203,11 +215,9 @@ pub fn run(
             ));
         }
         Some(result) => {
-            let completed = result.text.contains(COMPLETION_SIGNAL);
+            let completed = signals_completion(&result.text);
             (result.text, completed)
         }
-        // The signal came but the process hung before its result event: the work is done.
-        None if seen.signal_in_text => (seen.last_text, true),
         None => {
             let how = match status {
                 Some(status) => format!("exited ({status})"),
@@ -228,6 +238,12 @@ pub fn run(
     Ok(outcome(ending, text))
 }
 
+/// The work is done only when the final result ends with the completion signal: anywhere else
+/// ("I will not write <promise>COMPLETE</promise> yet") it is just words.
+pub fn signals_completion(result_text: &str) -> bool {
+    result_text.trim_end().ends_with(COMPLETION_SIGNAL)
+}
+
 /// Where Claude Code keeps a session of a project in WORKSPACE: its projects directory is named
 /// after the working directory with every `/` replaced by `-` (checked with Claude Code 2.1.197).
 fn session_path_in_container(session_id: &str) -> String {
@@ -241,7 +257,7 @@ enum StreamEnd {
     /// Claude Code closed its output: it exited (or is exiting).
     StreamClosed,
     IdleTimeout,
-    /// The result or the completion signal came, but the process did not exit in time.
+    /// The result came, but the process did not exit in time.
     GraceExpired,
 }
 
@@ -250,8 +266,6 @@ enum StreamEnd {
 struct Seen {
     session_id: Option<String>,
     result: Option<FinalResult>,
-    last_text: String,
-    signal_in_text: bool,
 }
 
 struct FinalResult {
@@ -273,11 +287,8 @@ impl Seen {
                 } else {
                     format!("{name}: {summary}")
                 };
-                on_event(AgentEvent::ToolCall(&redact.redact(&call)));
-            }
-            Event::AssistantText(text) => {
-                self.signal_in_text |= text.contains(COMPLETION_SIGNAL);
-                self.last_text = redact.redact(&text);
+                // Redacted whole, then shortened: a cut first could leave part of a secret.
+                on_event(AgentEvent::ToolCall(&shorten(&redact.redact(&call))));
             }
             Event::Result {
                 is_error,
@@ -297,7 +308,10 @@ impl Seen {
                     usage,
                 });
             }
-            Event::Init { .. } | Event::ToolResult { .. } | Event::Other => {}
+            Event::Init { .. }
+            | Event::AssistantText(_)
+            | Event::ToolResult { .. }
+            | Event::Other => {}
         }
     }
 }
@@ -333,13 +347,23 @@ impl Pipes {
         let stderr = child.stderr.take();
         let stderr = thread::spawn(move || {
             let mut tail = Vec::new();
+            let mut cut = false;
             if let Some(mut stderr) = stderr {
                 let mut chunk = [0u8; 4096];
                 while let Ok(read @ 1..) = stderr.read(&mut chunk) {
                     tail.extend_from_slice(&chunk[..read]);
                     let excess = tail.len().saturating_sub(STDERR_TAIL);
+                    cut |= excess > 0;
                     tail.drain(..excess);
                 }
+            }
+            // A cut line could hold the end of a secret the redactor no longer recognises.
+            if cut {
+                let first_line = tail
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(tail.len(), |n| n + 1);
+                tail.drain(..first_line);
             }
             String::from_utf8_lossy(&tail).into_owned()
         });
@@ -374,29 +398,44 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 
 /// Kills every process of the agent user in the container: what a stopped Claude Code left
 /// running, and what the agent started in the background, so that nothing of this iteration goes on
-/// into the next. The container's init (`sleep infinity`) is spared: `kill -1` never signals pid 1.
-/// Kills every process of the agent user but this shell (and PID 1, which `kill -1` spares), then
-/// waits, up to five seconds, until none is left but zombies (`sleep infinity` as PID 1 reaps
-/// nothing, so orphans stay zombies: dead all the same), so the next iteration starts on a quiet
-/// container.
-const KILL_AGENT_PROCESSES: &str = r#"kill -KILL -1 2>/dev/null
-i=0
-while [ $i -lt 50 ]; do
+/// into the next. Spared are this shell, PID 1 (`docker-init`, which reaps orphans) and the
+/// container's entrypoint (`sleep infinity`, the first process `docker-init` started: the lowest pid
+/// whose parent is 1; `docker exec` processes have parent 0, and orphans, reparented to 1, come
+/// later). Then it waits, up to five seconds, until none is left but zombies.
+const KILL_AGENT_PROCESSES: &str = r#"parent() { while read -r key value; do [ "$key" = PPid: ] && echo "$value" && return; done < "/proc/$1/status"; } 2>/dev/null
+others() {
   alive=
   for status in /proc/[0-9]*/status; do
     pid=${status#/proc/}; pid=${pid%/status}
-    case $pid in 1|$$) continue ;; esac
-    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive=$pid
+    case $pid in 1|$$|$keep) continue ;; esac
+    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive="$alive $pid"
   done
+}
+keep=0
+for status in /proc/[0-9]*/status; do
+  pid=${status#/proc/}; pid=${pid%/status}
+  if [ "$pid" != 1 ] && [ "$(parent "$pid")" = 1 ] && { [ "$keep" = 0 ] || [ "$pid" -lt "$keep" ]; }; then keep=$pid; fi
+done
+i=0
+while [ $i -lt 50 ]; do
+  others
   [ -z "$alive" ] && exit 0
+  kill -KILL $alive 2>/dev/null
   sleep 0.1; i=$((i+1))
-done"#;
+done
+echo "processes $alive of the agent are still running after kill -KILL" >&2
+exit 1"#;
 
-pub fn kill_agent_processes(sandbox: &Sandbox) {
-    let _ = sandbox
-        .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
-        .stdin(Stdio::null())
-        .output();
+/// An error when the agent's processes may still be running: the caller must not hand this
+/// container to another turn as if it were quiet.
+pub fn kill_agent_processes(sandbox: &Sandbox) -> Result<()> {
+    crate::sandbox::output(
+        sandbox
+            .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
+            .stdin(Stdio::null()),
+        "docker exec (stop the agent's processes)",
+    )
+    .map(drop)
 }
 
 /// The largest session file taken out of a sandbox.
@@ -514,6 +553,54 @@ mod tests {
     }
 
     #[test]
+    fn only_the_very_end_of_the_final_result_signals_completion() {
+        assert!(signals_completion("Done. <promise>COMPLETE</promise>\n"));
+        assert!(signals_completion("<promise>COMPLETE</promise>"));
+        for words in [
+            "I will NOT write <promise>COMPLETE</promise> yet.",
+            "<promise>COMPLETE</promise> was premature; tests fail",
+            "<promise>COMPLETE</promise",
+            "",
+        ] {
+            assert!(!signals_completion(words), "{words}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_signal_counts_at_the_end_and_nowhere_else(
+            before in ".*",
+            after in "\\s*[^\\s]\\PC*",
+            space in "\\s*",
+        ) {
+            let signal_last = format!("{before}{COMPLETION_SIGNAL}{space}");
+            proptest::prop_assert!(signals_completion(&signal_last));
+            let text_after = format!("{before}{COMPLETION_SIGNAL}{after}");
+            proptest::prop_assert_eq!(
+                signals_completion(&text_after),
+                text_after.trim_end().ends_with(COMPLETION_SIGNAL)
+            );
+        }
+
+        /// Whatever the agent streams before its result, nothing but a result event is taken as
+        /// the end of the work.
+        #[test]
+        fn only_a_result_event_ends_the_work(lines in proptest::collection::vec(".*", 0..20)) {
+            let redact = Redactor::new(&crate::secrets::EnvFile::default());
+            let mut seen = Seen::default();
+            for line in &lines {
+                let text = serde_json::json!({"type": "assistant", "message": {"content": [
+                    {"type": "text", "text": format!("{line} {COMPLETION_SIGNAL}")}
+                ]}});
+                seen.take(parse_line(&text.to_string()), &redact, &mut |_| {});
+                seen.take(parse_line(line), &redact, &mut |_| {});
+            }
+            let results = lines.iter().filter(|l| matches!(parse_line(l), Event::Result { .. })).count();
+            proptest::prop_assert_eq!(seen.result.is_some(), results > 0);
+        }
+    }
+
+    #[test]
     fn durations_read_like_the_config() {
         assert_eq!(short_duration(Duration::from_secs(3)), "3s");
         assert_eq!(short_duration(Duration::from_secs(600)), "10m");
@@ -523,7 +610,7 @@ mod tests {
     }
 
     #[test]
-    fn seen_tracks_session_tool_calls_signal_and_result_redacted() {
+    fn seen_tracks_session_tool_calls_and_result_redacted() {
         let redact = Redactor::new(&crate::secrets::EnvFile {
             vars: vec![("SECRET_THING".into(), "hunter2-value".into())],
         });
@@ -548,8 +635,6 @@ mod tests {
         );
         assert_eq!(calls, ["Bash: echo [redacted]"]);
         assert_eq!(costs, [0.25]);
-        assert!(seen.signal_in_text);
-        assert_eq!(seen.last_text, "ok [redacted] <promise>COMPLETE</promise>");
         assert_eq!(seen.result.unwrap().text, "done [redacted]");
     }
 }

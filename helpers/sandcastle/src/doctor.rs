@@ -124,7 +124,13 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
                 .map(|(k, _)| k.as_str())
                 .filter(|k| !HOST_ONLY_KEYS.contains(k))
                 .collect();
-            Ok(format!("FORGEJO_USER is {}; sandboxes get {}", creds.user, passed.join(", ")))
+            let redacted = settings.env.redacted_keys();
+            Ok(format!(
+                "FORGEJO_USER is {}; sandboxes get {}; redacted from logs: {} (values under 8 characters or common words are not)",
+                creds.user,
+                passed.join(", "),
+                redacted.join(", ")
+            ))
         }),
     );
     let creds = creds.and(settings.credentials().ok());

@@ -5,6 +5,11 @@
 //! result is filtered again here; without `type` the list mixes issues and pull requests; pages
 //! hold at most 50 items and `Link` URLs may name the wrong host, so paging counts pages itself;
 //! labels are removed by numeric id only.
+//!
+//! Transient failures (5xx, 429, a dropped or refused connection) are retried with bounded
+//! exponential backoff and jitter, honouring `Retry-After`, where a repeat cannot double anything:
+//! reads, label adds and removals, and opening a pull request (looked up again before each try).
+//! Creating a label or a comment is sent once.
 use std::time::Duration;
 
 use crate::secrets::Redactor;
@@ -26,6 +31,12 @@ pub const LIFECYCLE_LABELS: [(&str, &str); 5] = [
 const PAGE_SIZE: usize = 50;
 /// A bound on paging, against a server that never stops answering.
 const MAX_PAGES: usize = 1000;
+/// Tries of a request that fails transiently, the first included.
+const ATTEMPTS: u32 = 4;
+/// The wait before the second try; it doubles for each further one.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between two tries, `Retry-After` included.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Label {
@@ -106,17 +117,68 @@ pub struct Forge {
     agent: ureq::Agent,
 }
 
-/// An HTTP answer: status, `X-Total-Count`, body.
+/// An HTTP answer: status, `X-Total-Count`, `Retry-After` in seconds, body.
 struct Reply {
     status: u16,
     total: Option<usize>,
+    retry_after: Option<u64>,
     text: String,
 }
 
 enum Method<'a> {
     Get(&'a [(&'a str, &'a str)]),
+    /// A POST that creates something: sent once, since a lost answer may hide a success.
     Post(Value),
+    /// A POST whose repeat changes nothing (adding labels an issue has).
+    IdempotentPost(Value),
     Delete,
+}
+
+impl Method<'_> {
+    fn attempts(&self) -> u32 {
+        match self {
+            Method::Post(_) => 1,
+            Method::Get(_) | Method::IdempotentPost(_) | Method::Delete => ATTEMPTS,
+        }
+    }
+}
+
+/// A failure that may pass: a 5xx or 429 answer, or no answer at all. The message says what
+/// failed; `error.downcast_ref::<Transient>()` tells it from the others.
+#[derive(Debug)]
+struct Transient(String);
+
+impl std::fmt::Display for Transient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Transient {}
+
+fn is_transient_status(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
+}
+
+/// The wait before try `attempt + 1`: `Retry-After` when the forge said, else exponential, with up
+/// to a quarter more of jitter so that workers do not retry in step; never above `MAX_BACKOFF`.
+fn backoff(attempt: u32, retry_after: Option<u64>) -> Duration {
+    let wait = match retry_after {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => {
+            let base = FIRST_BACKOFF.saturating_mul(1 << (attempt - 1).min(16));
+            base + base.mul_f64(jitter() / 4.0)
+        }
+    };
+    wait.min(MAX_BACKOFF)
+}
+
+/// A number in [0, 1) from std's per-process random hasher keys.
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl Forge {
@@ -244,9 +306,19 @@ impl Forge {
         title: &str,
         body: &str,
     ) -> Result<Pull> {
-        match self.open_pull_from(author, branch)? {
-            Some(existing) => Ok(existing),
-            None => self.create_pull(author, branch, base, title, body),
+        // A create whose answer was lost may have succeeded: look again before each try.
+        let mut attempt = 1;
+        loop {
+            if let Some(existing) = self.open_pull_from(author, branch)? {
+                return Ok(existing);
+            }
+            match self.create_pull(author, branch, base, title, body) {
+                Err(error) if attempt < ATTEMPTS && error.is::<Transient>() => {
+                    std::thread::sleep(backoff(attempt, None));
+                    attempt += 1;
+                }
+                created => return created,
+            }
         }
     }
 
@@ -316,7 +388,11 @@ impl Forge {
             })
             .collect::<Result<Vec<i64>>>()?;
         let path = self.repo_path(&format!("/issues/{number}/labels"));
-        let _: Vec<Label> = self.post_json(&path, json!({"labels": ids}), 200)?;
+        let reply = self.send(&path, Method::IdempotentPost(json!({"labels": ids})))?;
+        if reply.status != 200 {
+            return Err(self.failure("POST", &path, &reply));
+        }
+        let _: Vec<Label> = parse(&reply, &path)?;
         Ok(())
     }
 
@@ -432,9 +508,40 @@ impl Forge {
         )
     }
 
-    /// Sends one request. Transport failures and a rejected token are errors here; other statuses
-    /// are for the caller to judge.
+    /// Sends a request, again after a transient failure when `method` may be repeated. Transport
+    /// failures and a rejected token are errors here; other statuses are for the caller to judge.
     fn send(&self, path: &str, method: Method) -> Result<Reply> {
+        // Redacted once, before the first try: what is sent never holds a secret.
+        let method = match method {
+            Method::Post(body) => Method::Post(redact_json(&self.redactor, body)),
+            Method::IdempotentPost(body) => {
+                Method::IdempotentPost(redact_json(&self.redactor, body))
+            }
+            other => other,
+        };
+        let attempts = method.attempts();
+        let mut attempt = 1;
+        loop {
+            let wait = match self.send_once(path, &method) {
+                Ok(reply) if is_transient_status(reply.status) && attempt < attempts => {
+                    backoff(attempt, reply.retry_after)
+                }
+                Err(error) if error.is::<Transient>() && attempt < attempts => {
+                    backoff(attempt, None)
+                }
+                Err(error) if error.is::<Transient>() && attempts > 1 => {
+                    return Err(anyhow!(Transient(format!(
+                        "{error} (after {attempts} tries)"
+                    ))));
+                }
+                done => return done,
+            };
+            std::thread::sleep(wait);
+            attempt += 1;
+        }
+    }
+
+    fn send_once(&self, path: &str, method: &Method) -> Result<Reply> {
         let url = format!("{}/api/v1{path}", self.base_url);
         let auth = format!("token {}", self.token);
         let result = match method {
@@ -444,11 +551,11 @@ impl Forge {
                 .header("Authorization", &auth)
                 .query_pairs(query.iter().copied())
                 .call(),
-            Method::Post(body) => self
+            Method::Post(body) | Method::IdempotentPost(body) => self
                 .agent
                 .post(&url)
                 .header("Authorization", &auth)
-                .send_json(redact_json(&self.redactor, body)),
+                .send_json(body),
             Method::Delete => self
                 .agent
                 .delete(&url)
@@ -469,15 +576,21 @@ impl Forge {
             .get("X-Total-Count")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
+        let retry_after = response
+            .headers()
+            .get("Retry-After")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
         let text = response.body_mut().read_to_string().map_err(|e| {
-            anyhow!(
+            anyhow!(Transient(format!(
                 "reading the forge's answer to {path} from {}: {e}",
                 self.base_url
-            )
+            )))
         })?;
         Ok(Reply {
             status,
             total,
+            retry_after,
             text,
         })
     }
@@ -485,18 +598,19 @@ impl Forge {
     fn unreachable(&self, error: &ureq::Error) -> anyhow::Error {
         let refused = matches!(error, ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused)
             || matches!(error, ureq::Error::ConnectionFailed);
-        if refused {
-            anyhow!(
+        let message = if refused {
+            format!(
                 "cannot reach the forge at {}: connection refused; check forgeHost in .sandcastle/config.toml",
                 self.base_url
             )
         } else {
-            anyhow!(
+            format!(
                 "cannot reach the forge at {}: {}",
                 self.base_url,
                 one_line(&error.to_string())
             )
-        }
+        };
+        anyhow!(Transient(message))
     }
 
     /// A one-line error for an unexpected status, with the forge's own message.
@@ -505,12 +619,17 @@ impl Forge {
             .ok()
             .and_then(|v| v["message"].as_str().map(str::to_string))
             .unwrap_or_else(|| reply.text.chars().take(200).collect());
-        anyhow!(
+        let message = format!(
             "the forge at {} answered {method} {path} with HTTP {}: {}",
             self.base_url,
             reply.status,
             one_line(&message)
-        )
+        );
+        if is_transient_status(reply.status) {
+            anyhow!(Transient(message))
+        } else {
+            anyhow!(message)
+        }
     }
 }
 
@@ -771,6 +890,104 @@ mod tests {
             error.contains(&url) && error.contains("connection refused") && !error.contains('\n'),
             "{error}"
         );
+    }
+
+    fn fault(status: u16, retry_after: Option<u64>) -> fake_forge::Fault {
+        fake_forge::Fault {
+            status,
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn reads_are_retried_after_429_with_retry_after_and_after_5xx() {
+        let (forge, client) = setup();
+        forge.create_label(REPO, "bug", "#ff0000").unwrap();
+        forge
+            .inject_faults("GET /repos/{owner}/{repo}/labels", 1, fault(429, Some(1)))
+            .unwrap();
+        forge
+            .inject_faults("GET /repos/{owner}/{repo}/labels", 2, fault(503, None))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let labels = client.labels().unwrap();
+        assert_eq!(labels.len(), 1, "read once, whole");
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "Retry-After was honoured"
+        );
+        assert_eq!(forge.pending_faults(), 0);
+
+        forge
+            .inject_faults("GET /user", ATTEMPTS as usize, fault(502, None))
+            .unwrap();
+        let error = format!("{:#}", client.current_user().unwrap_err());
+        assert!(error.contains("GET /user with HTTP 502"), "{error}");
+        assert_eq!(forge.pending_faults(), 0, "bounded: {ATTEMPTS} tries");
+        assert_eq!(client.current_user().unwrap(), "alice");
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn writes_are_retried_only_where_a_repeat_doubles_nothing() {
+        let (forge, client) = setup();
+        client.ensure_labels().unwrap();
+        let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
+
+        // Adding labels an issue has changes nothing: retried.
+        forge
+            .inject_faults(
+                "POST /repos/{owner}/{repo}/issues/{index}/labels",
+                1,
+                fault(500, None),
+            )
+            .unwrap();
+        client.add_labels(number, &["in-review"]).unwrap();
+        assert_eq!(forge.issues(REPO)[0].labels, ["in-review"]);
+
+        // A comment whose answer was lost may exist: sent once, the failure reported.
+        forge
+            .inject_faults(
+                "POST /repos/{owner}/{repo}/issues/{index}/comments",
+                1,
+                fault(503, None),
+            )
+            .unwrap();
+        let error = format!("{:#}", client.comment(number, "once").unwrap_err());
+        assert!(error.contains("HTTP 503"), "{error}");
+        assert!(forge.comments(REPO, number).is_empty());
+        client.comment(number, "once").unwrap();
+        assert_eq!(forge.comments(REPO, number).len(), 1);
+
+        // Opening a pull request looks again before each try: one pull request.
+        forge
+            .commit_file(REPO, "sandcastle/issue-1", "a.txt", "a\n", "A")
+            .unwrap();
+        forge
+            .inject_faults("POST /repos/{owner}/{repo}/pulls", 2, fault(502, None))
+            .unwrap();
+        let pull = client
+            .open_pull(
+                "alice",
+                "sandcastle/issue-1",
+                "main",
+                "Issue 1",
+                "Closes #1",
+            )
+            .unwrap();
+        assert_eq!(forge.pulls(REPO).len(), 1);
+        assert_eq!(forge.pulls(REPO)[0].number, pull.number);
+        assert_eq!(forge.pending_faults(), 0);
+        assert_conforms(&forge);
+    }
+
+    #[test]
+    fn an_operation_outside_the_swagger_cannot_be_faulted() {
+        let (forge, _) = setup();
+        let error = forge
+            .inject_faults("GET /repos/{owner}/{repo}/nothing", 1, fault(500, None))
+            .unwrap_err();
+        assert!(format!("{error}").contains("not an operation"), "{error}");
     }
 
     #[test]

@@ -92,7 +92,7 @@ fn run_step(sandbox: &Sandbox, argv: &[&str], idle_timeout: Duration) -> Result<
     };
     if timed_out {
         let _ = child.kill();
-        kill_agent_processes(sandbox);
+        kill_agent_processes(sandbox)?;
     }
     let status = child
         .wait()

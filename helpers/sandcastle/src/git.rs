@@ -10,10 +10,12 @@
 //! Credentials go through git's credential machinery from the environment of the git process,
 //! never in a URL or an argument: the helper text given as config only names two variables, and
 //! the values sit in those variables of that one git process.
+use crate::deadline;
 use anyhow::{Context, Result, anyhow, bail};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 /// Who pushes: `FORGEJO_USER` / `FORGEJO_TOKEN`.
 #[derive(Clone)]
@@ -37,6 +39,14 @@ const REPOSITORY_VARS: [&str; 9] = [
     "GIT_CONFIG_PARAMETERS",
     "GIT_CEILING_DIRECTORIES",
 ];
+
+/// The longest any git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Test only: whole seconds replacing `GIT_TIMEOUT` and `LOW_SPEED_TIME`.
+const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_GIT_TIMEOUT";
+/// A transfer slower than `LOW_SPEED_LIMIT` bytes a second for `LOW_SPEED_TIME` is given up.
+const LOW_SPEED_LIMIT: &str = "1000";
+const LOW_SPEED_TIME: Duration = Duration::from_secs(60);
 
 /// Where an imported bundle's tip lands before it is checked and becomes the work branch.
 const INCOMING: &str = "refs/sandcastle/incoming";
@@ -393,11 +403,17 @@ impl<'a> Git<'a> {
 
     fn command(&self, args: &[&str]) -> Command {
         // No hook runs, even one a future version of this file might let in.
+        let low_speed_time = deadline::bound(TIMEOUT_VAR, LOW_SPEED_TIME)
+            .as_secs()
+            .to_string();
         let mut config: Vec<(&str, &str)> = vec![("core.hooksPath", "/dev/null")];
         if self.creds.is_some() {
             // An empty value resets the helper list: no inherited helper sees or stores the token.
             config.push(("credential.helper", ""));
             config.push(("credential.helper", CREDENTIAL_HELPER));
+            // A forge that accepts the connection and then stalls is given up.
+            config.push(("http.lowSpeedLimit", LOW_SPEED_LIMIT));
+            config.push(("http.lowSpeedTime", &low_speed_time));
         }
         let mut cmd = Command::new("git");
         for var in REPOSITORY_VARS {
@@ -424,12 +440,20 @@ impl<'a> Git<'a> {
         cmd
     }
 
+    /// Runs git to its end, within `GIT_TIMEOUT`.
+    fn finish(&self, args: &[&str], what: &str) -> Result<Output> {
+        let limit = deadline::bound(TIMEOUT_VAR, GIT_TIMEOUT);
+        deadline::output_within(&mut self.command(args), limit, &format!("git {what}")).map_err(
+            |error| match error.downcast_ref::<std::io::Error>() {
+                Some(_) => anyhow!("cannot run git ({error}); install git"),
+                None => error,
+            },
+        )
+    }
+
     /// Runs git; on failure, a one-line error with what it was doing, where, and git's complaint.
     fn output(&self, args: &[&str], what: &str) -> Result<String> {
-        let out = self
-            .command(args)
-            .output()
-            .context("cannot run git; install git")?;
+        let out = self.finish(args, what)?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
         }
@@ -452,22 +476,25 @@ impl<'a> Git<'a> {
     fn has_commit(&self, rev: &str) -> Result<bool> {
         let spec = format!("{rev}^{{commit}}");
         let status = self
-            .command(&[
+            .finish(
+                &[
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    "--end-of-options",
+                    &spec,
+                ],
                 "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                &spec,
-            ])
-            .output()?
+            )?
             .status;
         Ok(status.success())
     }
 
     fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool> {
-        let out = self
-            .command(&["merge-base", "--is-ancestor", ancestor, descendant])
-            .output()?;
+        let out = self.finish(
+            &["merge-base", "--is-ancestor", ancestor, descendant],
+            "merge-base",
+        )?;
         match out.status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),

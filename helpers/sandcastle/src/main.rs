@@ -4,6 +4,7 @@
 mod agent;
 mod checkout;
 mod context;
+mod deadline;
 mod doctor;
 mod driver;
 mod forge;

@@ -2,10 +2,13 @@
 //!
 //! Secrets never appear in a docker argument: variables are passed by name (`-e NAME`) and their
 //! values are set on the environment of the `docker` process itself, which hands them to the engine.
+use crate::deadline::{self, Watchdog};
 use anyhow::{Context, Result, bail};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
 /// host directory), and the agent's working directory.
@@ -14,8 +17,17 @@ pub const WORKSPACE: &str = "/home/agent/workspace";
 pub const RUN_LABEL: &str = "sandcastle.run";
 /// The docker label naming the project directory a container works for.
 pub const PROJECT_LABEL: &str = "sandcastle.project";
+/// The docker label naming the host the run lives on: its pid (the run id's end) means something
+/// only there.
+pub const HOST_LABEL: &str = "sandcastle.host";
 /// The user agents run as (uid 1000 in the image).
 const AGENT_USER: &str = "agent";
+/// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
+const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest moving a file into or out of a sandbox may take.
+const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
+/// Test only: whole seconds replacing both bounds.
+const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_DOCKER_TIMEOUT";
 
 /// Limits and wiring from `[sandbox]` in the config.
 pub struct SandboxSpec<'a> {
@@ -112,8 +124,11 @@ impl Sandbox {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot run `docker exec`: {e}"))?;
+        let bound = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
+        let watchdog = Watchdog::start(&child, bound);
         let stderr = child.stderr.take().map(|mut pipe| {
             std::thread::spawn(move || {
                 let mut text = String::new();
@@ -128,6 +143,12 @@ impl Sandbox {
             let _ = child.kill();
         }
         let status = child.wait().context("cannot wait for `docker exec`")?;
+        if watchdog.finished() {
+            bail!(
+                "`docker exec` handing out a file did not finish within {} and was stopped",
+                humantime::format_duration(bound)
+            );
+        }
         let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
         let copied = copied.with_context(|| format!("cannot write {}", dest.display()))?;
         if copied > limit {
@@ -160,7 +181,8 @@ impl Sandbox {
             .arg(r#"mkdir -p "$(dirname "$1")" && cat > "$1""#)
             .args(["sh", container_path])
             .stdin(file);
-        output(&mut command, "docker exec (copy into the sandbox)").map(drop)
+        let limit = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
+        output_within(&mut command, "docker exec (copy into the sandbox)", limit).map(drop)
     }
 
     /// `docker rm -f`.
@@ -202,6 +224,10 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         format!("{RUN_LABEL}={}", spec.run_id),
         "--label".into(),
         format!("{PROJECT_LABEL}={}", spec.project.display()),
+        "--label".into(),
+        format!("{HOST_LABEL}={}", host_name()),
+        // An init reaps the orphans the agent leaves, so zombies do not count against the pids limit.
+        "--init".into(),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),
@@ -224,6 +250,14 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
                 "[sandbox] mounts entry {mount:?}: the host path {host} does not exist: create it or remove the entry"
             )
         })?;
+        // Checked again after links are resolved: a link to `/` is `/`.
+        let project = spec
+            .project
+            .canonicalize()
+            .unwrap_or(spec.project.to_path_buf());
+        if let Some(why) = sandcastle_config::mount_refused(&project, &host) {
+            bail!("[sandbox] mounts entry {mount:?} {why}: remove it from .sandcastle/config.toml");
+        }
         if !container.starts_with('/') || container.contains(':') {
             bail!(
                 "[sandbox] mounts entry {mount:?}: the container path must be absolute with no options: fix it in .sandcastle/config.toml"
@@ -249,14 +283,21 @@ fn container_name(run_id: &str, key: &str) -> String {
         .collect()
 }
 
-/// Runs a docker command to the end; its trimmed stdout, or an error with its first stderr line.
-fn output(command: &mut Command, what: &str) -> Result<String> {
-    let result = command.output().map_err(|error| {
-        if error.kind() == std::io::ErrorKind::NotFound {
+/// Runs a docker command to the end, within `DOCKER_TIMEOUT`; its trimmed stdout, or an error
+/// with its first stderr line.
+pub fn output(command: &mut Command, what: &str) -> Result<String> {
+    output_within(command, what, deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))
+}
+
+fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<String> {
+    let result = deadline::output_within(command, limit, what).map_err(|error| match error
+        .downcast_ref::<std::io::Error>(
+    ) {
+        Some(io) if io.kind() == std::io::ErrorKind::NotFound => {
             anyhow::anyhow!("the `docker` CLI is not on PATH: install Docker's client")
-        } else {
-            anyhow::anyhow!("cannot run `{what}`: {error}")
         }
+        Some(io) => anyhow::anyhow!("cannot run `{what}`: {io}"),
+        None => error,
     })?;
     if !result.status.success() {
         let stderr = String::from_utf8_lossy(&result.stderr);
@@ -269,6 +310,70 @@ fn output(command: &mut Command, what: &str) -> Result<String> {
         bail!("`{what}` failed ({}): {reason}", result.status);
     }
     Ok(String::from_utf8_lossy(&result.stdout).trim().to_string())
+}
+
+/// This machine's name, as the kernel knows it.
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Removes the containers of `project` left by runs on this host that are no longer alive (killed
+/// with SIGKILL, out of memory, the machine rebooted); returns their names. A run is alive while
+/// its process is (the run id ends in its pid); containers of other hosts, of other projects, of
+/// live runs, and those without the labels to tell, are left alone.
+pub fn remove_dead_runs(project: &Path) -> Result<Vec<String>> {
+    let listed = output(
+        Command::new("docker").args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={PROJECT_LABEL}={}", project.display()),
+            "--format",
+            &format!(
+                "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label \"{RUN_LABEL}\"}}}}\t{{{{.Label \"{HOST_LABEL}\"}}}}"
+            ),
+        ]),
+        "docker ps",
+    )?;
+    let host = host_name();
+    let dead: Vec<(&str, &str)> = listed
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            let (id, name, run, on) = (
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+            );
+            (on == host && run_is_dead(run)).then_some((id, name))
+        })
+        .collect();
+    if dead.is_empty() {
+        return Ok(Vec::new());
+    }
+    output(
+        Command::new("docker")
+            .args(["rm", "-f"])
+            .args(dead.iter().map(|(id, _)| id)),
+        "docker rm",
+    )?;
+    Ok(dead.into_iter().map(|(_, name)| name.to_string()).collect())
+}
+
+/// A run id `<time>-<pid>` whose process is gone. Unreadable ids count as alive.
+fn run_is_dead(run_id: &str) -> bool {
+    let pid = run_id
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw);
+    match pid {
+        Some(pid) => rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH),
+        None => false,
+    }
 }
 
 /// Removes every container labelled with this run id.
@@ -310,13 +415,13 @@ pub fn engine_answers() -> Result<()> {
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 pub fn image_exists(image: &str) -> Result<()> {
     engine_answers()?;
-    let found = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", image])
-        .stdin(Stdio::null())
-        .output()
-        .map(|out| out.status.success())
-        .unwrap_or(false);
-    if !found {
+    let found = output(
+        Command::new("docker")
+            .args(["image", "inspect", "--format", "{{.Id}}", image])
+            .stdin(Stdio::null()),
+        "docker image inspect",
+    );
+    if found.is_err() {
         bail!(
             "the image {image} is not in Docker: build and load it with `nix run .#sandcastleImage | docker load`"
         );
@@ -382,17 +487,20 @@ mod tests {
     #[test]
     fn run_args_confine_the_container_and_carry_no_variable_and_no_checkout() {
         let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        std::fs::create_dir(&cache).unwrap();
         let env = [("ANTHROPIC_API_KEY".to_string(), "s3cret-key".to_string())];
-        let mounts = [format!("{}:/nix/store", dir.path().display())];
+        let mounts = [format!("{}:/nix/store", cache.display())];
         let args = run_args(&spec(dir.path(), &mounts, &env)).unwrap();
         let joined = args.join(" ");
         for expected in [
             "run -d --name sandcastle-20261202T130405Z-1-issue-42",
             "--label sandcastle.run=20261202T130405Z-1",
             &format!("--label sandcastle.project={}", dir.path().display()),
+            &format!("--label sandcastle.host={} --init", host_name()),
             "--cap-drop ALL --security-opt no-new-privileges",
             "--pids-limit 1024 --memory 4g --network host",
-            &format!("-v {}:/nix/store:ro sandcastle:test", dir.path().display()),
+            &format!("-v {}:/nix/store:ro sandcastle:test", cache.display()),
         ] {
             assert!(joined.contains(expected), "{expected:?} not in {joined:?}");
         }
@@ -442,18 +550,30 @@ mod tests {
     #[test]
     fn bad_mounts_are_one_line_errors_naming_the_entry() {
         let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        std::fs::create_dir(dir.path().join(".sandcastle")).unwrap();
+        std::os::unix::fs::symlink(".sandcastle", dir.path().join("innocent")).unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
         for (mount, says) in [
+            (
+                format!("{}/root:/x", dir.path().display()),
+                "mounts the host's whole filesystem",
+            ),
+            (
+                format!("{}/innocent:/x", dir.path().display()),
+                "exposes the project's .sandcastle/",
+            ),
             (
                 "no-colon".to_string(),
                 "is not \"host-path:container-path\"",
             ),
             ("/does/not/exist:/x".to_string(), "does not exist"),
             (
-                format!("{}:relative", dir.path().display()),
+                format!("{}/src:relative", dir.path().display()),
                 "must be absolute",
             ),
             (
-                format!("{}:/x:rw", dir.path().display()),
+                format!("{}/src:/x:rw", dir.path().display()),
                 "must be absolute",
             ),
         ] {
@@ -467,6 +587,20 @@ mod tests {
             );
             assert!(!err.contains('\n'), "{err}");
         }
+    }
+
+    #[test]
+    fn a_run_is_dead_only_when_its_process_is_gone() {
+        assert!(!run_is_dead(&format!(
+            "20261202T130405Z-{}",
+            std::process::id()
+        )));
+        assert!(!run_is_dead("20261202T130405Z-1"), "init lives");
+        assert!(!run_is_dead("no-pid-here"));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(run_is_dead(&format!("20261202T130405Z-{pid}")));
     }
 
     #[test]

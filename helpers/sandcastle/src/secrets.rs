@@ -2,6 +2,9 @@
 //!
 //! Error messages and `Debug` output name keys and line numbers, never values.
 use anyhow::{Result, bail};
+use base64::Engine;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use std::fmt;
 use std::path::Path;
 
@@ -20,8 +23,25 @@ const SECRET_KEYS: [&str; 4] = [
     "CLAUDE_CODE_OAUTH_TOKEN",
 ];
 
-/// Shorter values would shred ordinary words when redacted ("1", "yes", "dev").
-const MIN_REDACTED_LEN: usize = 4;
+/// Shorter values would shred ordinary words when redacted ("1", "true", "debug"): they are not
+/// treated as secrets.
+const MIN_SECRET_CHARS: usize = 8;
+
+/// Values long enough but too common to redact without garbling ordinary text.
+const COMMON_VALUES: [&str; 6] = [
+    "disabled",
+    "production",
+    "development",
+    "localhost",
+    "password",
+    "changeme",
+];
+
+/// Words in a key's name that mark its value as a secret.
+const SECRET_NAME_WORDS: [&str; 4] = ["TOKEN", "KEY", "SECRET", "PASSWORD"];
+
+/// The shortest run of base64 worth decoding: the encoding of `MIN_SECRET_CHARS` bytes.
+const MIN_BASE64_RUN: usize = MIN_SECRET_CHARS.div_ceil(3) * 4;
 
 const REDACTED: &str = "[redacted]";
 
@@ -49,7 +69,57 @@ impl EnvFile {
             }
             vars.push((key, value));
         }
-        Ok(EnvFile { vars })
+        let file = EnvFile { vars };
+        file.refuse_weak_secrets(path, |key| std::env::var(key).ok())?;
+        Ok(file)
+    }
+
+    /// A key whose name marks a secret (`*TOKEN*`, `*KEY*`, `*SECRET*`, `*PASSWORD*`) with a value too
+    /// short or common to redact is an error naming the key: such a value would be shown in logs.
+    fn refuse_weak_secrets(
+        &self,
+        path: &Path,
+        process: impl Fn(&str) -> Option<String>,
+    ) -> Result<()> {
+        let keys = self.vars.iter().map(|(k, _)| k.as_str()).chain(SECRET_KEYS);
+        for key in keys {
+            let value = self.get_or(key, &process);
+            if is_secret_name(key) && value.is_some_and(|v| !is_redactable(&v)) {
+                bail!(
+                    "{}: {key} is too short or common to keep out of logs (under {MIN_SECRET_CHARS} characters, or a common word); set the real secret, or rename the key if it is no secret",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The keys whose values are redacted: the file's keys but `FORGEJO_USER`, then sandcastle's
+    /// own secrets, each with a value long and unusual enough to redact.
+    pub fn redacted_keys(&self) -> Vec<String> {
+        self.secrets(|key| std::env::var(key).ok())
+            .into_iter()
+            .map(|(key, _)| key.to_string())
+            .collect()
+    }
+
+    /// The secrets and their keys, each key once, with values from the file or `process`.
+    fn secrets(&self, process: impl Fn(&str) -> Option<String>) -> Vec<(&str, String)> {
+        let declared = self
+            .vars
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| !PUBLIC_KEYS.contains(k));
+        let mut secrets: Vec<(&str, String)> = Vec::new();
+        for key in declared.chain(SECRET_KEYS) {
+            if secrets.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            if let Some(value) = self.get_or(key, &process).filter(|v| is_redactable(v)) {
+                secrets.push((key, value));
+            }
+        }
+        secrets
     }
 
     /// The value of `key` from the file, else from the process environment.
@@ -165,40 +235,54 @@ fn parse_value(raw: &str) -> std::result::Result<String, String> {
 /// paths and in every commit, and hiding it would garble them (`alice/demo` -> `[redacted]/demo`).
 const PUBLIC_KEYS: [&str; 1] = ["FORGEJO_USER"];
 
-/// Replaces every secret value with `[redacted]`.
+fn is_secret_name(key: &str) -> bool {
+    let key = key.to_ascii_uppercase();
+    SECRET_NAME_WORDS.iter().any(|word| key.contains(word))
+}
+
+/// Long and unusual enough to replace wherever it appears without garbling ordinary text.
+fn is_redactable(value: &str) -> bool {
+    value.chars().count() >= MIN_SECRET_CHARS
+        && !COMMON_VALUES.contains(&value.to_ascii_lowercase().as_str())
+}
+
+/// Replaces every secret value with `[redacted]`: as written, JSON-escaped, URL-encoded, and inside
+/// base64 (of the value, of `user:value` in an `Authorization: Basic` header, of anything holding it).
 #[derive(Clone, Default)]
 pub struct Redactor {
-    /// Longest first, so a secret that contains another is replaced whole.
+    /// The forms searched for literally, longest first, so a secret that contains another is
+    /// replaced whole.
     secrets: Vec<String>,
+    /// The values themselves, looked for in what base64 runs decode to.
+    values: Vec<String>,
 }
 
 impl Redactor {
-    /// Secrets: `FORGEJO_TOKEN`, `ANTHROPIC_API_KEY`, `CLAUDE_CODE_OAUTH_TOKEN` (from the env file or the
-    /// process environment), and every value of the env file.
+    /// Secrets: `FORGEJO_TOKEN`, `FORGEJO_AGENT_TOKEN`, `ANTHROPIC_API_KEY`,
+    /// `CLAUDE_CODE_OAUTH_TOKEN` and every key of the env file but `FORGEJO_USER` (values from the env
+    /// file or the process environment), when the value is long and unusual enough to redact.
     pub fn new(env: &EnvFile) -> Redactor {
         Redactor::with_process_env(env, |key| std::env::var(key).ok())
     }
 
     fn with_process_env(env: &EnvFile, process: impl Fn(&str) -> Option<String>) -> Redactor {
-        let named = SECRET_KEYS
-            .iter()
-            .filter_map(|key| env.get_or(key, &process));
-        let declared = env
-            .vars
-            .iter()
-            .filter(|(k, _)| !PUBLIC_KEYS.contains(&k.as_str()))
-            .map(|(_, v)| v.clone());
+        let mut values: Vec<String> = env.secrets(process).into_iter().map(|(_, v)| v).collect();
+        values.sort();
+        values.dedup();
         let mut secrets: Vec<String> = Vec::new();
-        for value in named.chain(declared) {
+        for value in &values {
             // Transcripts are JSON: a value with quotes or backslashes appears escaped there.
-            let escaped = serde_json::to_string(&value).map(|s| s[1..s.len() - 1].to_string());
-            secrets.push(value);
-            secrets.extend(escaped);
+            secrets.extend(serde_json::to_string(value).map(|s| s[1..s.len() - 1].to_string()));
+            for upper in [false, true] {
+                let encoded = url_encoded(value, upper);
+                secrets.push(encoded.replace("%20", "+"));
+                secrets.push(encoded);
+            }
+            secrets.push(value.clone());
         }
-        secrets.retain(|s| s.len() >= MIN_REDACTED_LEN);
         secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         secrets.dedup();
-        Redactor { secrets }
+        Redactor { secrets, values }
     }
 
     /// An error with its causes, on one line, redacted.
@@ -206,28 +290,81 @@ impl Redactor {
         self.redact(&format!("{error:#}"))
     }
 
+    /// One left-to-right pass (replacing secret by secret could match inside an earlier
+    /// "[redacted]"): at each place a literal form of a secret, else, where a run of base64
+    /// characters (standard or URL-safe alphabet, optional padding) starts, the whole run when it
+    /// decodes to bytes holding a secret.
     pub fn redact(&self, text: &str) -> String {
         if self.secrets.is_empty() {
             return text.to_string();
         }
-        // One left-to-right pass: replacing secret by secret could match inside an
-        // earlier "[redacted]".
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
+        let mut in_run = false;
         while let Some(c) = rest.chars().next() {
-            match self.secrets.iter().find(|s| rest.starts_with(s.as_str())) {
-                Some(secret) => {
+            let literal = self.secrets.iter().find(|s| rest.starts_with(s.as_str()));
+            let secret_len = literal.map(String::len).or_else(|| {
+                let run = base64_run(rest);
+                (!in_run && run.len() >= MIN_BASE64_RUN && self.decodes_to_secret(run))
+                    .then_some(run.len())
+            });
+            match secret_len {
+                Some(len) => {
                     out.push_str(REDACTED);
-                    rest = &rest[secret.len()..];
+                    rest = &rest[len..];
+                    in_run = false;
                 }
                 None => {
                     out.push(c);
                     rest = &rest[c.len_utf8()..];
+                    in_run = is_base64_char(c);
                 }
             }
         }
         out
     }
+
+    fn decodes_to_secret(&self, run: &str) -> bool {
+        let indifferent =
+            GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+        let engines = [
+            GeneralPurpose::new(&base64::alphabet::STANDARD, indifferent),
+            GeneralPurpose::new(&base64::alphabet::URL_SAFE, indifferent),
+        ];
+        engines.iter().any(|engine| {
+            engine.decode(run).is_ok_and(|bytes| {
+                self.values.iter().any(|value| {
+                    let value = value.as_bytes();
+                    bytes.windows(value.len()).any(|window| window == value)
+                })
+            })
+        })
+    }
+}
+
+/// The run of base64 characters `text` starts with, with at most two `=` of padding.
+fn base64_run(text: &str) -> &str {
+    let body = text.find(|c| !is_base64_char(c)).unwrap_or(text.len());
+    let padding = text[body..].len() - text[body..].trim_start_matches('=').len();
+    &text[..body + padding.min(2)]
+}
+
+fn is_base64_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "+/-_".contains(c)
+}
+
+/// `value` with every byte but RFC 3986's unreserved ones written `%XX`.
+fn url_encoded(value: &str, upper: bool) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ if upper => format!("%{b:02X}"),
+            _ => format!("%{b:02x}"),
+        })
+        .collect()
 }
 
 impl fmt::Debug for Redactor {
@@ -344,18 +481,66 @@ mod tests {
     }
 
     #[test]
-    fn redacts_every_env_value_longest_first() {
+    fn redacts_every_env_value_longest_first_and_passes_weak_ones_on() {
         let file = env(&[
-            ("SHORT", "abcd"),
-            ("LONG", "abcdefgh"),
+            ("SHORT", "abcdefgh"),
+            ("LONG", "abcdefghijkl"),
             ("TINY", "yes"),
+            ("FLAG", "true"),
+            ("MODE", "production"),
             ("EMPTY", ""),
         ]);
         let redactor = Redactor::new(&file);
         assert_eq!(
-            redactor.redact("x abcdefgh y abcd z abc yes"),
-            "x [redacted] y [redacted] z abc yes"
+            redactor.redact("x abcdefghijkl y abcdefgh z abc yes true production"),
+            "x [redacted] y [redacted] z abc yes true production"
         );
+        assert_eq!(file.redacted_keys(), ["SHORT", "LONG"]);
+    }
+
+    #[test]
+    fn a_secret_named_key_with_a_weak_value_is_refused_naming_the_key() {
+        for (text, key) in [
+            ("GITHUB_TOKEN=true\n", "GITHUB_TOKEN"),
+            ("OTHER=1\nmy_api_key=1\n", "my_api_key"),
+            ("DB_PASSWORD=password\n", "DB_PASSWORD"),
+            ("CLIENT_SECRET=short\n", "CLIENT_SECRET"),
+        ] {
+            let err = format!("{:#}", load(text).unwrap_err());
+            assert!(
+                err.contains(&format!(": {key} is too short or common")),
+                "{err}"
+            );
+            assert!(!err.contains('\n'), "{err}");
+        }
+        let file = load("DEBUG=1\nFEATURE=true\nAPI_TOKEN=long-enough-token\n").unwrap();
+        assert_eq!(file.redacted_keys(), ["API_TOKEN"]);
+    }
+
+    #[test]
+    fn redacts_base64_and_url_encoded_forms() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let token = "0123456789abcdef0123456789abcdef01234567";
+        let password = "p@ss w/rd+more";
+        let redactor = Redactor::new(&env(&[("FORGEJO_TOKEN", token), ("PASSWORD", password)]));
+        let basic = STANDARD.encode(format!("someone:{token}"));
+        assert_eq!(
+            redactor.redact(&format!("> Authorization: Basic {basic}\r\n")),
+            "> Authorization: Basic [redacted]\r\n"
+        );
+        for encoded in [
+            STANDARD.encode(token),
+            URL_SAFE_NO_PAD.encode(format!("x:{password}")),
+            STANDARD.encode(format!("{{\"auth\":\"{password}\"}}")),
+        ] {
+            assert_eq!(redactor.redact(&format!("a {encoded} b")), "a [redacted] b");
+        }
+        assert_eq!(
+            redactor.redact("u=p%40ss%20w%2Frd%2Bmore&v=p%40ss+w%2frd%2bmore"),
+            "u=[redacted]&v=[redacted]"
+        );
+        let harmless = format!("{} aGVsbG8gd29ybGQ=", STANDARD.encode("no secret in here"));
+        assert_eq!(redactor.redact(&harmless), harmless);
     }
 
     #[test]
@@ -386,13 +571,36 @@ mod tests {
 
     #[test]
     fn redacts_json_escaped_values_and_not_inside_the_marker() {
-        let redactor = Redactor::new(&env(&[("A", "pa\"ss\\word"), ("B", "acted")]));
+        let redactor = Redactor::new(&env(&[("A", "pa\"ss\\word"), ("B", "redacted")]));
         assert_eq!(
             redactor.redact(r#"{"v":"pa\"ss\\word"}"#),
             r#"{"v":"[redacted]"}"#
         );
-        assert_eq!(redactor.redact("reacted acted"), "re[redacted] [redacted]");
-        assert_eq!(redactor.redact("üacted€"), "ü[redacted]€");
+        assert_eq!(
+            redactor.redact("unredacted redacted"),
+            "un[redacted] [redacted]"
+        );
+        assert_eq!(redactor.redact("üredacted€"), "ü[redacted]€");
+    }
+
+    proptest::proptest! {
+        /// A secret anywhere in any text, as written or in base64 after any user name, is gone.
+        #[test]
+        fn no_secret_survives_wherever_it_sits(
+            secret in "[a-z0-9]{8,48}",
+            before in "[A-Z !:=\"/+_-]{0,40}",
+            after in "[A-Z !:=\"/+_-]{0,40}",
+            user in "[a-zA-Z]{0,12}",
+        ) {
+            use base64::engine::general_purpose::STANDARD;
+            let redactor = Redactor::new(&env(&[("SOME_TOKEN", &secret)]));
+            let basic = STANDARD.encode(format!("{user}:{secret}"));
+            for text in [format!("{before}{secret}{after}"), format!("{before} {basic} {after}")] {
+                let redacted = redactor.redact(&text);
+                proptest::prop_assert!(!redacted.contains(&secret), "{redacted}");
+                proptest::prop_assert!(!redacted.contains(&basic), "{redacted}");
+            }
+        }
     }
 
     #[test]

@@ -30,8 +30,9 @@ pub enum Event {
         session_id: String,
         model: String,
     },
-    /// `name` is the tool (`Bash`, `Edit`, ...); `summary` its main argument on one line (the
-    /// command, the file path, ...), possibly empty.
+    /// `name` is the tool (`Bash`, `Edit`, ...); `summary` the first line of its main argument (the
+    /// command, the file path, ...), possibly empty, whole: shorten it with [`shorten`] only after
+    /// redaction, so a cut never leaves part of a secret behind.
     ToolUse {
         name: String,
         summary: String,
@@ -182,7 +183,7 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-/// The argument that says what a tool call does, on one short line.
+/// The first line of the argument that says what a tool call does.
 fn tool_summary(input: &Value) -> String {
     let main = [
         "command",
@@ -197,7 +198,11 @@ fn tool_summary(input: &Value) -> String {
     .iter()
     .find_map(|key| input.get(*key).and_then(Value::as_str))
     .unwrap_or("");
-    let line = main.lines().next().unwrap_or("").trim();
+    main.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// `line` cut to `SUMMARY_CHARS` characters, with `…` when cut.
+pub fn shorten(line: &str) -> String {
     if line.chars().count() > SUMMARY_CHARS {
         let cut: String = line.chars().take(SUMMARY_CHARS - 1).collect();
         format!("{cut}…")
@@ -339,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn last_tool_call_of_a_message_wins_and_summary_is_one_short_line() {
+    fn last_tool_call_of_a_message_wins_and_summary_is_its_first_line() {
         let long = "x".repeat(200);
         let line = serde_json::json!({"type":"assistant","message":{"content":[
             {"type":"text","text":"let me look"},
@@ -350,9 +355,75 @@ mod tests {
         let Event::ToolUse { name, summary } = parse_line(&line) else {
             panic!("not a tool call");
         };
-        assert_eq!(name, "Bash");
-        assert_eq!(summary.chars().count(), SUMMARY_CHARS);
-        assert!(summary.ends_with('…'));
+        assert_eq!((name.as_str(), summary.as_str()), ("Bash", long.as_str()));
+        let short = shorten(&summary);
+        assert_eq!(short.chars().count(), SUMMARY_CHARS);
+        assert!(short.ends_with('…'));
+    }
+
+    /// JSON shaped like the stream's events, with any values where they are looked for.
+    fn event_like() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            prop_oneof![
+                Just("system".to_string()),
+                Just("assistant".to_string()),
+                Just("user".to_string()),
+                Just("result".to_string()),
+                Just("tool_use".to_string()),
+                Just("text".to_string()),
+                ".*",
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            let keys = prop_oneof![
+                Just("type".to_string()),
+                Just("subtype".to_string()),
+                Just("message".to_string()),
+                Just("content".to_string()),
+                Just("input".to_string()),
+                Just("result".to_string()),
+                Just("errors".to_string()),
+                Just("usage".to_string()),
+                Just("is_error".to_string()),
+                Just("command".to_string()),
+                "[a-z_]{1,8}",
+            ];
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(keys, inner, 0..6)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// No line, however broken, panics the parser.
+        #[test]
+        fn any_line_parses_without_panicking(line in "\\PC*", cut in 0usize..2000) {
+            let _ = parse_line(&line);
+            for real in REAL.lines() {
+                let mut end = cut.min(real.len());
+                while !real.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let _ = parse_line(&real[..end]);
+                let _ = parse_line(&format!("{}{line}{}", &real[..end], &real[end..]));
+            }
+        }
+
+        #[test]
+        fn any_event_shaped_json_parses_without_panicking(value in event_like()) {
+            if let Event::ToolUse { summary, .. } = parse_line(&value.to_string()) {
+                proptest::prop_assert!(!summary.contains('\n'));
+                proptest::prop_assert!(shorten(&summary).chars().count() <= SUMMARY_CHARS);
+            }
+        }
     }
 
     #[test]
