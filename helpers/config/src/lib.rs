@@ -43,6 +43,15 @@ pub struct Config {
     pub commands: Commands,
     pub sandbox: Sandbox,
     pub review: Review,
+    pub budget: Budget,
+}
+
+/// What work may cost, in US dollars as Claude Code reports it; no key, no limit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    pub max_cost_per_issue: Option<f64>,
+    pub max_cost_per_run: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -8,7 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge, image, mounts, suggest,
+    Budget, Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge, image, mounts,
+    suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -23,11 +24,13 @@ const TOP_KEYS: &[&str] = &[
     "commands",
     "sandbox",
     "review",
+    "budget",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
 const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
+const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 
 type Span = Option<Range<usize>>;
 
@@ -43,6 +46,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let commands = top.section("commands", COMMANDS_KEYS)?;
     let sandbox = top.section("sandbox", SANDBOX_KEYS)?;
     let review = top.section("review", REVIEW_KEYS)?;
+    let budget = top.section("budget", BUDGET_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -137,6 +141,13 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                 mounts: sandbox
                     .mounts("mounts", "[\"/srv/cache:/cache\"]")?
                     .unwrap_or(sandbox_default.mounts),
+            },
+        },
+        budget: match budget {
+            None => Budget::default(),
+            Some(budget) => Budget {
+                max_cost_per_issue: budget.dollars("maxCostPerIssue", "5.0")?,
+                max_cost_per_run: budget.dollars("maxCostPerRun", "50")?,
             },
         },
         review: Review {
@@ -285,6 +296,31 @@ impl<'a> Section<'a> {
         u32::try_from(number)
             .map(Some)
             .map_err(|_| out_of_range(&format!("at most {}", u32::MAX)))
+    }
+
+    /// An amount of US dollars above zero, written as an integer or a decimal.
+    fn dollars(&self, key: &str, example: &str) -> Result<Option<f64>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "a number of US dollars")? else {
+            return Ok(None);
+        };
+        let number = match (value.as_float(), value.as_integer()) {
+            (Some(float), _) => float,
+            (None, Some(integer)) => integer as f64,
+            (None, None) => {
+                return Err(self.wrong_type(key, span, value_kind(value), "a number", example));
+            }
+        };
+        if !(number.is_finite() && number > 0.0) {
+            return Err(self.source.error(
+                span,
+                format!(
+                    "`{}` must be a number of US dollars above 0, found {number}; write e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        Ok(Some(number))
     }
 
     /// A humantime duration such as "10m" or "1h 30m", at least one second.

@@ -71,6 +71,7 @@ fn defaults() -> Value {
         },
         "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [] },
         "review": { "rounds": 2 },
+        "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
     })
 }
 
@@ -108,6 +109,10 @@ mounts = ["/srv/cache:/cache", "relative/dir:/data"]
 
 [review]
 rounds = 3
+
+[budget]
+maxCostPerIssue = 2.5
+maxCostPerRun = 20
 "#;
     assert_eq!(
         resolved(toml),
@@ -132,6 +137,7 @@ rounds = 3
                 "mounts": ["/srv/cache:/cache", "relative/dir:/data"],
             },
             "review": { "rounds": 3 },
+            "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
         })
     );
 }
@@ -231,6 +237,15 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\npidsLimit = 0\n",
             "4:13: `sandbox.pidsLimit` must be at least 1, found 0; write e.g. `pidsLimit = 1024` in [sandbox]",
         ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[budget]\nmaxCostPerIssue = 0\n",
+            "4:19: `budget.maxCostPerIssue` must be a number of US dollars above 0, found 0; \
+             write e.g. `maxCostPerIssue = 5.0` in [budget]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[budget]\nmaxCostPerRun = \"$50\"\n",
+            "4:17: `budget.maxCostPerRun` must be a number, found a string; write e.g. `maxCostPerRun = 50` in [budget]",
+        ),
         // `repo` not `owner/name`.
         (
             "repo = \"widget\"\nforgeHost = \"x\"\n",
@@ -276,7 +291,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

@@ -131,6 +131,22 @@ pub fn drive(
     let vars = piece.vars(ctx, base)?;
     let max = ctx.config.max_iterations;
     loop {
+        if matches!(state.phase, Phase::Work | Phase::Review) {
+            match budget_spent(ctx, state) {
+                Some(Spent::Issue(why)) => {
+                    ctx.progress.note(&format!("{key}: stopped: {why}"));
+                    state.stopped_by = Some(why);
+                    state.phase = Phase::GaveUp;
+                }
+                Some(Spent::Run(why)) => {
+                    ctx.progress
+                        .note(&format!("{key}: stopped for this run: {why}"));
+                    publish::stopped_for_the_run(ctx, key, &why)?;
+                    return Ok(Outcome::Stopped(why));
+                }
+                None => {}
+            }
+        }
         match state.phase {
             Phase::Work if state.iterations >= max => state.phase = Phase::GaveUp,
             Phase::Work => {
@@ -186,6 +202,9 @@ pub fn drive(
             }
             Phase::GaveUp => {
                 publish::give_up(ctx, key, state)?;
+                if let Some(why) = &state.stopped_by {
+                    return Ok(Outcome::Stopped(why.clone()));
+                }
                 return Ok(Outcome::GaveUp {
                     number: match key {
                         WorkKey::Issue(n) | WorkKey::Pull(n) => n,
@@ -196,6 +215,33 @@ pub fn drive(
             }
         }
         state.save(&ctx.state_dir())?;
+    }
+}
+
+/// A budget that is spent, checked before every agent turn.
+enum Spent {
+    /// This work's own: it stops and waits for a person, like work given up.
+    Issue(String),
+    /// The run's: this run starts no more turns; a later run goes on.
+    Run(String),
+}
+
+fn budget_spent(ctx: &Context, state: &WorkState) -> Option<Spent> {
+    let budget = &ctx.config.budget;
+    if let Some(limit) = budget.max_cost_per_issue
+        && state.cost_usd >= limit
+    {
+        return Some(Spent::Issue(format!(
+            "this work has cost ${:.2}, which reaches [budget] maxCostPerIssue (${limit:.2})",
+            state.cost_usd
+        )));
+    }
+    let spent = ctx.report.total_cost();
+    match budget.max_cost_per_run {
+        Some(limit) if spent >= limit => Some(Spent::Run(format!(
+            "this run has spent ${spent:.2}, which reaches [budget] maxCostPerRun (${limit:.2})"
+        ))),
+        _ => None,
     }
 }
 

@@ -111,9 +111,15 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
     };
     if !state.told_forge {
         let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
+        let why = match &state.stopped_by {
+            Some(budget) => format!("sandcastle stopped this: {budget}"),
+            None => format!(
+                "sandcastle did not complete this in {} iteration(s)",
+                state.iterations
+            ),
+        };
         let body = format!(
-            "sandcastle did not complete this in {} iteration(s). The agent's last summary:\n\n{}",
-            state.iterations,
+            "{why}. The agent's last summary:\n\n{}",
             ctx.agent_text(&state.last_summary)
         );
         post_once(ctx, number, &marker, &body)?;
@@ -122,6 +128,18 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
         state.save(&ctx.state_dir())?;
     }
     Ok(())
+}
+
+/// The run's budget is spent: one comment on the work saying it stopped for now and a later run
+/// goes on; the saved state stays where it is.
+pub fn stopped_for_the_run(ctx: &Context, key: WorkKey, why: &str) -> Result<()> {
+    let (WorkKey::Issue(number) | WorkKey::Pull(number)) = key else {
+        return Ok(());
+    };
+    let marker = format!("<!-- sandcastle:run-budget {} -->", ctx.run_id);
+    let body =
+        format!("sandcastle stopped work on this for now: {why}. A later run goes on from here.");
+    post_once(ctx, number, &marker, &body)
 }
 
 /// Posts `body` with `marker` on `number`, unless a comment of sandcastle's already carries the

@@ -99,6 +99,12 @@ impl Report {
         });
     }
 
+    /// What the whole run has cost so far.
+    pub fn total_cost(&self) -> f64 {
+        let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        Self::total(&work).usage.cost_usd
+    }
+
     /// Cost so far on `key`, for the progress view.
     pub fn cost(&self, key: &str) -> f64 {
         self.with_work(key, |work| work.total.usage.cost_usd)

@@ -48,6 +48,15 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
         if single_pass {
             break;
         }
+        if let Some(limit) = ctx.config.budget.max_cost_per_run
+            && ctx.report.total_cost() >= limit
+        {
+            ctx.progress.note(&format!(
+                "this run has spent ${:.2}, which reaches [budget] maxCostPerRun (${limit:.2}): it ends here",
+                ctx.report.total_cost()
+            ));
+            break;
+        }
         // Wait after a pass with nothing to do, and after one with failures, so a lasting fault
         // (a forge that refuses pushes, say) is not retried in a tight loop.
         if summary.worked == 0 || summary.failed > 0 {

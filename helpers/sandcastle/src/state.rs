@@ -63,6 +63,9 @@ pub struct WorkState {
     /// it is not taken up again, by this run or a later one, until a person moves it.
     #[serde(default)]
     pub settled: Option<Revision>,
+    /// Why the work stopped short of its iterations: a spent budget.
+    #[serde(default)]
+    pub stopped_by: Option<String>,
     /// The HEAD before the agents started; new commits are counted from it.
     pub start_commit: Option<String>,
     /// Marks the forge comment of this attempt, so a resumed run never posts it twice.
@@ -87,6 +90,7 @@ impl WorkState {
             verdict: None,
             cost_usd: 0.0,
             settled: None,
+            stopped_by: None,
             start_commit: None,
             attempt: attempt.to_string(),
             pull: None,
@@ -233,7 +237,12 @@ mod tests {
 pub enum Outcome {
     PullRequest(u64),
     Reworked,
-    GaveUp { number: u64, iterations: u32 },
+    GaveUp {
+        number: u64,
+        iterations: u32,
+    },
+    /// Stopped short by a budget: why.
+    Stopped(String),
 }
 
 impl std::fmt::Display for Outcome {
@@ -244,6 +253,7 @@ impl std::fmt::Display for Outcome {
             Outcome::GaveUp { iterations, .. } => {
                 write!(f, "not completed in {iterations} iteration(s); commented")
             }
+            Outcome::Stopped(why) => write!(f, "stopped: {why}; commented"),
         }
     }
 }

@@ -649,3 +649,35 @@ fn the_prompts_a_resumed_session_gets() {
     assert!(nudge.contains("```\ntest x ... FAILED\n```"));
     assert!(continuation(2, 5, Some(&nudge)).contains(&nudge));
 }
+
+#[test]
+fn a_spent_issue_budget_stops_the_work_with_a_comment_saying_why() {
+    let w = world("[budget]\nmaxCostPerIssue = 0.5\n");
+    let issue = issue(&w);
+    let (outcome, state, asked, _) = drive_fresh(
+        &w,
+        &Piece::Issue(&issue),
+        vec![
+            says(Ending::Stopped, "one", Some("One")),
+            says(Ending::Stopped, "two", None),
+        ],
+        vec![],
+    );
+    assert_eq!(asked.len(), 2, "no third turn: $0.50 spent");
+    let why = "this work has cost $0.50, which reaches [budget] maxCostPerIssue ($0.50)";
+    assert_eq!(outcome.to_string(), format!("stopped: {why}; commented"));
+    assert_eq!(
+        (state.phase, state.stopped_by.as_deref()),
+        (Phase::GaveUp, Some(why))
+    );
+    let comments = w.forge.comments(REPO, issue.number);
+    assert_eq!(comments.len(), 1);
+    assert!(
+        comments[0]
+            .body
+            .starts_with(&format!("sandcastle stopped this: {why}.")),
+        "{}",
+        comments[0].body
+    );
+    assert!(w.forge.pulls(REPO).is_empty());
+}

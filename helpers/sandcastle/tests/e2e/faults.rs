@@ -102,3 +102,207 @@ fn a_secret_never_shows_across_the_cut_or_in_basic_auth() {
     assert!(seen_basic_header, "the header was logged, redacted");
     assert_eq!(h.pulls().len(), 1, "the work published once");
 }
+
+fn one_completing_issue() -> (Harness, u64) {
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"bash": "echo done > done.txt && git add done.txt && git commit -qm 'Do it'", "description": "commit"},
+            {"text": format!("Done. {COMPLETE}")}]}]),
+        "",
+    );
+    let issue = h.create_issue("Do it", "Write done.txt.", &["ready-for-agent"]);
+    (h, issue)
+}
+
+const ADD_LABELS: &str = "POST /repos/{owner}/{repo}/issues/{index}/labels";
+
+/// Every label request fails for longer than the client retries, right after the pull request
+/// opened: the next run finishes publishing from the saved state. One pull request, one set of
+/// labels, no comment, and no agent runs again.
+#[test]
+fn publishing_that_failed_half_way_is_finished_by_the_next_pass() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = one_completing_issue();
+    h.forge
+        .inject_faults(
+            ADD_LABELS,
+            4,
+            fake_forge::Fault {
+                status: 500,
+                retry_after: None,
+            },
+        )
+        .unwrap();
+    let first = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(!first.status.success(), "the labels failed");
+    let pulls = h.pulls();
+    assert_eq!(pulls.len(), 1, "the pull request opened");
+    let pull = pulls[0]["number"].as_u64().unwrap();
+    assert!(h.labels_of(pull).is_empty());
+    assert_eq!(h.labels_of(issue), ["ready-for-agent"]);
+    let requests = h.anthropic.requests().len();
+
+    // The issue has its pull request now, so it is no candidate: only the saved state knows.
+    let second = h.sandcastle(&["run", "--once"]);
+    assert!(second.status.success());
+    assert_eq!(h.pulls().len(), 1, "no second pull request");
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+    assert_eq!(h.labels_of(issue), ["in-review"]);
+    assert!(h.comments_of(issue).is_empty() && h.comments_of(pull).is_empty());
+    assert_eq!(h.anthropic.requests().len(), requests, "no agent ran again");
+}
+
+/// The orchestrator SIGKILLed between opening the pull request and labelling it (held there by a
+/// `Retry-After`), then run again: the same pull request, labelled once.
+#[test]
+fn a_run_killed_between_the_pull_request_and_its_labels_is_finished_by_the_next() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = one_completing_issue();
+    h.forge
+        .inject_faults(
+            ADD_LABELS,
+            1,
+            fake_forge::Fault {
+                status: 429,
+                retry_after: Some(30),
+            },
+        )
+        .unwrap();
+    let mut run = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(120);
+    while h.forge.pending_faults() > 0 {
+        assert!(Instant::now() < until, "the labels were never asked for");
+        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert_eq!(h.pulls().len(), 1);
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    assert!(h.labels_of(pull).is_empty(), "killed before the labels");
+
+    let again = h.sandcastle(&["run", "--once"]);
+    assert!(again.status.success());
+    assert_eq!(h.pulls().len(), 1);
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+    assert_eq!(h.labels_of(issue), ["in-review"]);
+    assert!(h.comments_of(issue).is_empty());
+}
+
+/// A forge whose API answers but whose git endpoint accepts connections and never answers: each
+/// pass fails with one clear timeout error, and the loop goes on.
+#[test]
+fn git_against_a_forge_that_never_answers_times_out_and_the_loop_goes_on() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([{"match": "never", "turns": [{"text": "unused"}]}]),
+        "",
+    );
+    h.create_issue("Anything", "", &["ready-for-agent"]);
+    let proxy = StallingGitProxy::start(h.forge.url());
+    let config = h.project().join(".sandcastle/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace(h.forge.url(), &proxy.url)).unwrap();
+
+    let run = h
+        .command(&["run"])
+        .env("SANDCASTLE_TEST_GIT_TIMEOUT", "3")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(run.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let failures: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("pass failed"))
+        .collect();
+    assert!(
+        failures.len() >= 2,
+        "the loop went on after the first timeout: {stderr}"
+    );
+    for failure in &failures {
+        assert!(
+            failure.contains("did not finish within 3s and was stopped"),
+            "{failure}"
+        );
+    }
+    assert!(proxy.stalled() >= 2, "git reached the stalling endpoint");
+}
+
+/// Forwards the forge's API; accepts git's requests (`*.git/...`) and never answers them.
+struct StallingGitProxy {
+    url: String,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl StallingGitProxy {
+    fn start(forge: &str) -> StallingGitProxy {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = forge.trim_start_matches("http://").to_string();
+        let stalled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = stalled.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let upstream = upstream.clone();
+                let count = count.clone();
+                std::thread::spawn(move || {
+                    let mut client = client;
+                    let mut head = [0u8; 1024];
+                    let Ok(read) = client.peek(&mut head) else {
+                        return;
+                    };
+                    let line = String::from_utf8_lossy(&head[..read])
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    if line.contains(".git/") {
+                        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        // Hold the connection open, answering nothing.
+                        std::thread::sleep(Duration::from_secs(60));
+                        return;
+                    }
+                    let Ok(mut server) = std::net::TcpStream::connect(&upstream) else {
+                        return;
+                    };
+                    let mut to_server = client.try_clone().unwrap();
+                    let mut from_server = server.try_clone().unwrap();
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut to_server, &mut server);
+                    });
+                    let mut buffer = [0u8; 8192];
+                    while let Ok(n @ 1..) = from_server.read(&mut buffer) {
+                        if client.write_all(&buffer[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        StallingGitProxy { url, stalled }
+    }
+
+    fn stalled(&self) -> usize {
+        self.stalled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

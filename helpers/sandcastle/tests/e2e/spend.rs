@@ -92,3 +92,60 @@ fn a_given_up_issue_waits_for_a_person_across_restarts() {
         "bob's, and one give-up comment per attempt: {comments:?}"
     );
 }
+
+/// `[budget] maxCostPerRun` spent after the first turn: the work stops with one comment saying so,
+/// the loop ends, and a later run goes on from the saved state with the same session.
+#[test]
+fn a_spent_run_budget_stops_the_run_and_a_later_run_goes_on() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [{"text": "Fine. <promise>COMPLETE</promise>"}]},
+            {"match": "The issue: #1\n", "turns": [
+                {"text": "Part one; not done yet."},
+                {"bash": "echo done > done.txt && git add done.txt && git commit -qm 'Done'", "description": "commit"},
+                {"text": "Done. <promise>COMPLETE</promise>"}]},
+        ]),
+        "[budget]\nmaxCostPerRun = 0.000001",
+    );
+    let issue = h.create_issue("Costly", "Do it.", &["ready-for-agent"]);
+    let first = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(first.status.success());
+    let comments = h.comments_of(issue);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].starts_with("sandcastle stopped work on this for now: this run has spent $"),
+        "{comments:?}"
+    );
+    assert!(
+        comments[0].contains("reaches [budget] maxCostPerRun"),
+        "{comments:?}"
+    );
+    let report = h.last_report();
+    assert!(
+        report["work"][0]["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopped: this run has spent"),
+        "{report}"
+    );
+    assert!(h.pulls().is_empty());
+
+    // Without the budget, the next run resumes the session and finishes.
+    let config = h.project().join(".sandcastle/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[budget]\nmaxCostPerRun = 0.000001", ""),
+    )
+    .unwrap();
+    assert!(
+        h.sandcastle(&["run", "--issue", &issue.to_string()])
+            .status
+            .success()
+    );
+    assert_eq!(h.pulls().len(), 1);
+    assert_eq!(h.comments_of(issue).len(), 1, "no second comment");
+}
