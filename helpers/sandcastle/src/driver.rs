@@ -188,7 +188,7 @@ pub fn drive(
                     }
                 }
             }
-            Phase::Review => review(ctx, piece, repo, &vars, state, sandbox)?,
+            Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
             Phase::Publish => {
                 let pull = publish::publish(ctx, piece, repo, base, state)?;
                 state.pull = Some(pull);
@@ -206,10 +206,6 @@ pub fn drive(
                     return Ok(Outcome::Stopped(why.clone()));
                 }
                 return Ok(Outcome::GaveUp {
-                    number: match key {
-                        WorkKey::Issue(n) | WorkKey::Pull(n) => n,
-                        WorkKey::Plan => 0,
-                    },
                     iterations: state.iterations,
                 });
             }
@@ -374,6 +370,7 @@ fn review(
     ctx: &Context,
     piece: &Piece,
     repo: &WorkRepo,
+    base: &str,
     vars: &[(&'static str, String)],
     state: &mut WorkState,
     sandbox: &mut dyn Sandboxed,
@@ -386,7 +383,7 @@ fn review(
         .filter(|s| s.file.is_file())
         .cloned();
     let prompt = match &saved {
-        Some(_) => REVIEW_AGAIN.to_string(),
+        Some(_) => review_again(base),
         None => {
             let all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
             ctx.prompt(Role::Reviewer.prompt(), &all)?
@@ -466,9 +463,14 @@ pub fn after_review(
     }
 }
 
-const REVIEW_AGAIN: &str = "The implementer worked on your findings; its new commits are on the branch \
-(`git log origin/<base>..HEAD`). Review the branch again as before. End with <promise>COMPLETE</promise> \
-only if you approve it now; otherwise end with your remaining findings.";
+/// A resumed reviewer's next prompt.
+fn review_again(base: &str) -> String {
+    format!(
+        "The implementer worked on your findings; its new commits are on the branch \
+         (`git log origin/{base}..HEAD`). Review the branch again as before. End with \
+         <promise>COMPLETE</promise> only if you approve it now; otherwise end with your remaining findings."
+    )
+}
 
 /// A resumed session's next prompt: the iteration, and what the orchestrator saw.
 pub fn continuation(iteration: u32, max: u32, nudge: Option<&str>) -> String {

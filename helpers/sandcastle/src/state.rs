@@ -238,7 +238,6 @@ pub enum Outcome {
     PullRequest(u64),
     Reworked,
     GaveUp {
-        number: u64,
         iterations: u32,
     },
     /// Stopped short by a budget: why.

@@ -408,7 +408,8 @@ fn the_reviewers_findings_go_back_to_the_implementer_then_it_reviews_again() {
         Some(REVIEWER),
         "the reviewer resumes too"
     );
-    assert_eq!(asked[3].prompt, REVIEW_AGAIN);
+    assert_eq!(asked[3].prompt, review_again("main"));
+    assert!(asked[3].prompt.contains("`git log origin/main..HEAD`"));
     assert_eq!(state.review_rounds, 2);
     let body = pull_body(&w);
     assert!(
