@@ -154,6 +154,8 @@ pub fn drive(
                     bail!("{key}: stopped before iteration {}", state.iterations + 1);
                 }
                 let outcome = working_turn(ctx, piece, &vars, state, sandbox)?;
+                // The session and the cost are kept even if taking the commits fails.
+                state.save(&ctx.state_dir())?;
                 sandbox.take_commits()?;
                 match outcome.ending {
                     Ending::Completed if !committed(piece, repo)? => {
