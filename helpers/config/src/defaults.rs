@@ -8,6 +8,7 @@ pub(crate) const MAX_CONCURRENCY: u32 = 1;
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(60);
 pub(crate) const REVIEW_ROUNDS: u32 = 2;
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(10 * 60);
 
 pub(crate) fn models() -> Models {
     Models {

@@ -44,6 +44,27 @@ pub struct Config {
     pub sandbox: Sandbox,
     pub review: Review,
     pub budget: Budget,
+    pub cluster: Cluster,
+}
+
+/// Several orchestrators on one forge: each claims work with a lease the others can see.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cluster {
+    /// This orchestrator's name in claims, logs and reports; `None`: host name and process id.
+    pub id: Option<String>,
+    /// How long a claim holds without renewal: a crashed holder's work is free again after it.
+    #[serde(serialize_with = "human_duration")]
+    pub lease_ttl: Duration,
+}
+
+impl Default for Cluster {
+    fn default() -> Cluster {
+        Cluster {
+            id: None,
+            lease_ttl: defaults::LEASE_TTL,
+        }
+    }
 }
 
 /// What work may cost, in US dollars as Claude Code reports it; no key, no limit.

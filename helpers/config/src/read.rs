@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge, image, mounts,
-    suggest,
+    Budget, Cluster, Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge,
+    image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -25,12 +25,14 @@ const TOP_KEYS: &[&str] = &[
     "sandbox",
     "review",
     "budget",
+    "cluster",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
 const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
+const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
 
 type Span = Option<Range<usize>>;
 
@@ -47,6 +49,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let sandbox = top.section("sandbox", SANDBOX_KEYS)?;
     let review = top.section("review", REVIEW_KEYS)?;
     let budget = top.section("budget", BUDGET_KEYS)?;
+    let cluster = top.section("cluster", CLUSTER_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -148,6 +151,15 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
             Some(budget) => Budget {
                 max_cost_per_issue: budget.dollars("maxCostPerIssue", "5.0")?,
                 max_cost_per_run: budget.dollars("maxCostPerRun", "50")?,
+            },
+        },
+        cluster: match cluster {
+            None => Cluster::default(),
+            Some(cluster) => Cluster {
+                id: cluster.word("id", "\"build-host-1\"")?,
+                lease_ttl: cluster
+                    .duration("leaseTtl", "\"10m\"")?
+                    .unwrap_or(defaults::LEASE_TTL),
             },
         },
         review: Review {

@@ -72,6 +72,7 @@ fn defaults() -> Value {
         "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [] },
         "review": { "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
+        "cluster": { "id": null, "leaseTtl": "10m" },
     })
 }
 
@@ -113,6 +114,10 @@ rounds = 3
 [budget]
 maxCostPerIssue = 2.5
 maxCostPerRun = 20
+
+[cluster]
+id = "builder-2"
+leaseTtl = "90s"
 "#;
     assert_eq!(
         resolved(toml),
@@ -138,6 +143,7 @@ maxCostPerRun = 20
             },
             "review": { "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
+            "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
         })
     );
 }
@@ -291,7 +297,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

@@ -43,6 +43,10 @@ pub struct Turn {
     pub description: Option<String>,
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// A planner's answer made from its prompt: a `<plan>` of the first `plan` candidate issues
+    /// the prompt lists (`"id": N`), so a planner can be scripted for candidates that change.
+    #[serde(default)]
+    pub plan: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
@@ -86,8 +90,8 @@ impl Scenario {
                 bail!("scripts[{i}].turns is empty: give at least one turn");
             }
             for (t, turn) in script.turns.iter().enumerate() {
-                if turn.text.is_none() && turn.bash.is_none() {
-                    bail!("scripts[{i}].turns[{t}] has neither \"text\" nor \"bash\"");
+                if turn.text.is_none() && turn.bash.is_none() && turn.plan.is_none() {
+                    bail!("scripts[{i}].turns[{t}] has none of \"text\", \"bash\" and \"plan\"");
                 }
             }
         }
@@ -118,11 +122,58 @@ impl Turn {
     pub fn usage(&self) -> Usage {
         self.usage.unwrap_or(DEFAULT_USAGE)
     }
+
+    /// The turn's text: its own, or for a `plan` turn a plan of the first candidates in `prompt`.
+    pub fn text_for(&self, prompt: &str) -> Option<String> {
+        let Some(count) = self.plan else {
+            return self.text.clone();
+        };
+        let mut ids: Vec<u64> = Vec::new();
+        for part in prompt.split("\"id\": ").skip(1) {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(id) = digits.parse()
+                && !ids.contains(&id)
+            {
+                ids.push(id);
+            }
+        }
+        let issues: Vec<String> = ids
+            .iter()
+            .take(count)
+            .map(|id| {
+                format!("{{\"id\":{id},\"title\":\"#{id}\",\"branch\":\"sandcastle/issue-{id}\"}}")
+            })
+            .collect();
+        Some(format!(
+            "<plan>{{\"issues\":[{}]}}</plan>",
+            issues.join(",")
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_turn_plans_the_first_candidates_its_prompt_lists() {
+        let scenario =
+            Scenario::from_json(r#"[{"match": "planner", "turns": [{"plan": 2}]}]"#).unwrap();
+        let (_, script) = scenario.script_for("planner").unwrap();
+        let prompt = "planner\n[{\"id\": 4, \"title\": \"a\"}, {\"id\": 7}, {\"id\": 9}]";
+        assert_eq!(
+            script.turn(0).unwrap().text_for(prompt).unwrap(),
+            r##"<plan>{"issues":[{"id":4,"title":"#4","branch":"sandcastle/issue-4"},{"id":7,"title":"#7","branch":"sandcastle/issue-7"}]}</plan>"##
+        );
+        assert_eq!(
+            script
+                .turn(0)
+                .unwrap()
+                .text_for("planner, nothing listed")
+                .unwrap(),
+            r#"<plan>{"issues":[]}</plan>"#
+        );
+    }
 
     #[test]
     fn first_matching_script_wins_and_repeat_last_repeats() {
@@ -150,7 +201,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "scripts[0].turns[0] has neither \"text\" nor \"bash\""
+            "scripts[0].turns[0] has none of \"text\", \"bash\" and \"plan\""
         );
     }
 }

@@ -112,7 +112,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         .and_then(|(index, script)| Some((index, script.turn(conversation.turn)?)))
     {
         script_index = Some(index);
-        reply.text = turn.text.clone();
+        reply.text = turn.text_for(&conversation.prompt);
         reply.bash = turn.bash.as_ref().map(|command| BashCall {
             tool_use_id: format!("toolu_fake_{id}"),
             command: command.clone(),

@@ -167,6 +167,8 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
             })
         }
         ("POST", "/repos/{owner}/{repo}/issues/{index}/comments") => create_comment(call),
+        ("PATCH", "/repos/{owner}/{repo}/issues/comments/{id}") => edit_comment(call),
+        ("DELETE", "/repos/{owner}/{repo}/issues/comments/{id}") => delete_comment(call),
         ("GET", "/repos/{owner}/{repo}/pulls") => list_pulls(call),
         ("POST", "/repos/{owner}/{repo}/pulls") => create_pull(call),
         ("GET", "/repos/{owner}/{repo}/pulls/{index}") => call.with_repo(|state, repo| {
@@ -542,6 +544,38 @@ fn create_comment(call: &Call) -> ApiResult<Reply> {
         call.render()
             .comment(&state.users, repo, repo.issue(number)?, &comment),
     ))
+}
+
+fn comment_id(call: &Call) -> ApiResult<i64> {
+    call.param("id")
+        .parse()
+        .map_err(|_| ApiError::not_found(format!("comment {} does not exist", call.param("id"))))
+}
+
+fn edit_comment(call: &Call) -> ApiResult<Reply> {
+    let caller = call.caller()?.to_string();
+    let id = comment_id(call)?;
+    let mut state = call.shared.state();
+    let (owner, name) = call.owner_and_name();
+    let comment = state
+        .repo_mut(owner, name)?
+        .edit_comment(id, &caller, call.text("body"), now())?
+        .clone();
+    let repo = state.repo(owner, name)?;
+    Ok(Reply::json(
+        200,
+        call.render()
+            .comment(&state.users, repo, repo.issue(comment.issue)?, &comment),
+    ))
+}
+
+fn delete_comment(call: &Call) -> ApiResult<Reply> {
+    let caller = call.caller()?.to_string();
+    let id = comment_id(call)?;
+    let mut state = call.shared.state();
+    let (owner, name) = call.owner_and_name();
+    state.repo_mut(owner, name)?.delete_comment(id, &caller)?;
+    Ok(Reply::empty())
 }
 
 fn list_pulls(call: &Call) -> ApiResult<Reply> {

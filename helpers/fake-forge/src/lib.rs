@@ -79,6 +79,7 @@ pub struct Comment {
     pub author: String,
     pub body: String,
     pub created: String,
+    pub updated: String,
 }
 
 /// A pull request review with its inline comments.
@@ -270,6 +271,23 @@ impl FakeForge {
             content,
             message,
         )
+    }
+
+    /// Posts a comment as `author` (a user the forge knows or not); returns its id.
+    pub fn create_comment_as(
+        &self,
+        repo: &str,
+        number: u64,
+        author: &str,
+        body: &str,
+    ) -> Result<i64> {
+        let (owner, name) = split_repo(repo)?;
+        let mut state = self.shared.state();
+        let repo = state.repo_mut(owner, name).map_err(api_error)?;
+        Ok(repo
+            .add_comment(number, author, body, now())
+            .map_err(api_error)?
+            .id)
     }
 
     /// Creates a label; returns its id.

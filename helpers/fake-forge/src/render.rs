@@ -290,7 +290,7 @@ impl Render<'_> {
             "body": comment.body,
             "assets": [],
             "created_at": comment.created,
-            "updated_at": comment.created,
+            "updated_at": comment.updated,
         })
     }
 

@@ -319,9 +319,51 @@ impl Repo {
             issue: number,
             author: author.to_string(),
             body: body.to_string(),
-            created: now,
+            created: now.clone(),
+            updated: now,
         });
         Ok(self.comments.last().expect("just pushed"))
+    }
+
+    /// Forgejo's rule: only the author edits a comment; the body may not be empty.
+    pub fn edit_comment(
+        &mut self,
+        id: i64,
+        caller: &str,
+        body: &str,
+        now: String,
+    ) -> ApiResult<&Comment> {
+        if body.trim().is_empty() {
+            return Err(ApiError::invalid("body: Required"));
+        }
+        let comment = self
+            .comments
+            .iter_mut()
+            .find(|c| c.id == id)
+            .ok_or_else(|| ApiError::not_found(format!("comment {id} does not exist")))?;
+        if comment.author != caller {
+            return Err(ApiError::new(403, "only the author may edit a comment"));
+        }
+        comment.body = body.to_string();
+        comment.updated = now;
+        Ok(comment)
+    }
+
+    /// The author or the repository's owner deletes a comment.
+    pub fn delete_comment(&mut self, id: i64, caller: &str) -> ApiResult<()> {
+        let at = self
+            .comments
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or_else(|| ApiError::not_found(format!("comment {id} does not exist")))?;
+        if self.comments[at].author != caller && self.owner != caller {
+            return Err(ApiError::new(
+                403,
+                "only the author or the owner may delete a comment",
+            ));
+        }
+        self.comments.remove(at);
+        Ok(())
     }
 
     pub fn comments_on(&self, number: u64) -> impl Iterator<Item = &Comment> {

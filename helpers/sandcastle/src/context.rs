@@ -6,7 +6,7 @@ use crate::planning::PlanMemo;
 use crate::progress::Progress;
 use crate::prompts;
 use crate::report::Report;
-use crate::sandbox::TeaLogin;
+use crate::sandbox::{self, TeaLogin};
 use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::Config;
@@ -33,6 +33,9 @@ pub struct Context {
     /// `<forge base URL>/<owner>/<repo>.git`
     pub remote: String,
     pub run_id: String,
+    /// This orchestrator's name among several on one forge (`[cluster] id`, or host name and
+    /// process id): in its claims, comments, logs and report.
+    pub id: String,
     pub progress: Progress,
     pub report: Report,
     /// Set on Ctrl-C or SIGTERM: no new iteration or piece of work starts.
@@ -125,7 +128,13 @@ impl Context {
             )),
         }
         let run_id = run_id();
-        let report = Report::new(&run_id, redactor.clone());
+        let id = settings
+            .config
+            .cluster
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", sandbox::host_name(), std::process::id()));
+        let report = Report::new(&run_id, &id, redactor.clone());
         let remote = git::remote_url(&settings.config.forge_url, &settings.config.repo);
         Ok(Context {
             project: settings.project,
@@ -139,6 +148,7 @@ impl Context {
             remote,
             report,
             run_id,
+            id,
             progress,
             stopping: AtomicBool::new(false),
             plan_memo: Mutex::new(None),

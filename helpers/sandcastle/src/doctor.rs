@@ -1,4 +1,5 @@
 //! `sandcastle doctor`: every prerequisite of a run, one line each, with the fix.
+use crate::claims;
 use crate::context::{HOST_ONLY_KEYS, Settings};
 use crate::forge::LIFECYCLE_LABELS;
 use crate::sandbox;
@@ -202,6 +203,16 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             }),
         );
         report.line(
+            "claims",
+            live_claims(&forge, &creds.user).map(|claims| {
+                if claims.is_empty() {
+                    "no orchestrator holds a claim now".to_string()
+                } else {
+                    claims.join("; ")
+                }
+            }),
+        );
+        report.line(
             "labels",
             forge.labels().and_then(|labels| {
                 let missing: Vec<&str> = LIFECYCLE_LABELS
@@ -276,4 +287,30 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         assert!(template_placeholders(empty.path()).is_ok());
     }
+}
+
+/// Every live claim on the work sandcastle could take up: `#N held by ID until T`.
+fn live_claims(forge: &crate::forge::Forge, login: &str) -> Result<Vec<String>> {
+    let mut numbers: Vec<u64> = forge
+        .open_issues(&["ready-for-agent"])?
+        .iter()
+        .map(|i| i.number)
+        .collect();
+    numbers.extend(
+        forge
+            .open_pulls()?
+            .iter()
+            .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent"))
+            .map(|p| p.number),
+    );
+    let mut held = Vec::new();
+    for number in numbers {
+        for claim in claims::live(&forge.comments(number)?, login, jiff::Timestamp::now()) {
+            held.push(format!(
+                "#{number} held by {} until {}",
+                claim.holder, claim.until
+            ));
+        }
+    }
+    Ok(held)
 }

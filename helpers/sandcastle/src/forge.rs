@@ -99,11 +99,13 @@ pub struct ReviewComment {
 
 #[derive(Debug, Clone)]
 pub struct Comment {
+    pub id: i64,
     pub body: String,
     pub author: String,
 }
 
 /// A client for one repository. The token only ever goes into the `Authorization` header.
+#[derive(Clone)]
 pub struct Forge {
     base_url: String,
     owner: String,
@@ -131,6 +133,8 @@ enum Method<'a> {
     Post(Value),
     /// A POST whose repeat changes nothing (adding labels an issue has).
     IdempotentPost(Value),
+    /// An edit: its repeat changes nothing.
+    Patch(Value),
     Delete,
 }
 
@@ -138,7 +142,9 @@ impl Method<'_> {
     fn attempts(&self) -> u32 {
         match self {
             Method::Post(_) => 1,
-            Method::Get(_) | Method::IdempotentPost(_) | Method::Delete => ATTEMPTS,
+            Method::Get(_) | Method::IdempotentPost(_) | Method::Patch(_) | Method::Delete => {
+                ATTEMPTS
+            }
         }
     }
 }
@@ -414,15 +420,37 @@ impl Forge {
         Ok(comments
             .into_iter()
             .map(|c| Comment {
+                id: c.id,
                 body: c.body,
                 author: login(c.user),
             })
             .collect())
     }
 
-    pub fn comment(&self, number: u64, body: &str) -> Result<()> {
+    /// Posts a comment; its id.
+    pub fn comment(&self, number: u64, body: &str) -> Result<i64> {
         let path = self.repo_path(&format!("/issues/{number}/comments"));
-        let _: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        let comment: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        Ok(comment.id)
+    }
+
+    /// `PATCH /repos/{o}/{r}/issues/comments/{id}`: a comment of ours, rewritten.
+    pub fn edit_comment(&self, id: i64, body: &str) -> Result<()> {
+        let path = self.repo_path(&format!("/issues/comments/{id}"));
+        let reply = self.send(&path, Method::Patch(json!({"body": body})))?;
+        if !matches!(reply.status, 200 | 204) {
+            return Err(self.failure("PATCH", &path, &reply));
+        }
+        Ok(())
+    }
+
+    /// `DELETE /repos/{o}/{r}/issues/comments/{id}`; one already gone is fine.
+    pub fn delete_comment(&self, id: i64) -> Result<()> {
+        let path = self.repo_path(&format!("/issues/comments/{id}"));
+        let reply = self.send(&path, Method::Delete)?;
+        if !matches!(reply.status, 204 | 404) {
+            return Err(self.failure("DELETE", &path, &reply));
+        }
         Ok(())
     }
 
@@ -517,6 +545,7 @@ impl Forge {
             Method::IdempotentPost(body) => {
                 Method::IdempotentPost(redact_json(&self.redactor, body))
             }
+            Method::Patch(body) => Method::Patch(redact_json(&self.redactor, body)),
             other => other,
         };
         let attempts = method.attempts();
@@ -554,6 +583,11 @@ impl Forge {
             Method::Post(body) | Method::IdempotentPost(body) => self
                 .agent
                 .post(&url)
+                .header("Authorization", &auth)
+                .send_json(body),
+            Method::Patch(body) => self
+                .agent
+                .patch(&url)
                 .header("Authorization", &auth)
                 .send_json(body),
             Method::Delete => self
@@ -776,6 +810,7 @@ impl From<ApiPull> for Pull {
 
 #[derive(Deserialize)]
 struct ApiComment {
+    id: i64,
     #[serde(default, deserialize_with = "null_as_default")]
     body: String,
     #[serde(default)]

@@ -3,6 +3,7 @@
 //! every forge change.
 mod agent;
 mod checkout;
+mod claims;
 mod context;
 mod deadline;
 mod doctor;

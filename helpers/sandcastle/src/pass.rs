@@ -1,8 +1,9 @@
 //! One pass of the loop: the PR rework lane, then planning, then implementation, each lane running up
 //! to `maxConcurrency` pieces of work at once.
+use crate::claims::{self, Claimed};
 use crate::context::Context;
 use crate::driver::{Piece, work_on};
-use crate::forge::{Issue, Pull};
+use crate::forge::Issue;
 use crate::planning;
 use crate::role::WorkKey;
 use crate::state::{Outcome, WorkState};
@@ -28,17 +29,9 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     let pulls = ctx.forge.open_pulls()?;
 
     if only_issue.is_none() {
-        let rework: Vec<Pull> = planning::sent_back(ctx, &pulls, &base)
-            .into_iter()
-            .cloned()
-            .collect();
-        run_parallel(
-            ctx,
-            rework,
-            |p| WorkKey::Pull(p.number),
-            |p| work_on(ctx, &Piece::Pull(p), &base),
-            &mut summary,
-        );
+        let rework = planning::sent_back(ctx, &pulls, &base)?;
+        let pieces = rework.into_iter().map(Piece::Pull).collect();
+        run_parallel(ctx, pieces, &base, &mut summary);
     }
 
     let issues: Vec<Issue> = match only_issue {
@@ -57,9 +50,8 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     };
     run_parallel(
         ctx,
-        issues,
-        |i| WorkKey::Issue(i.number),
-        |i| work_on(ctx, &Piece::Issue(i), &base),
+        issues.iter().map(Piece::Issue).collect(),
+        &base,
         &mut summary,
     );
     Ok(summary)
@@ -79,44 +71,45 @@ fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Re
             _ => {}
         }
     }
-    run_parallel(
-        ctx,
-        pulls,
-        |p| WorkKey::Pull(p.number),
-        |p| work_on(ctx, &Piece::Pull(p), base),
-        summary,
-    );
-    run_parallel(
-        ctx,
-        issues,
-        |i| WorkKey::Issue(i.number),
-        |i| work_on(ctx, &Piece::Issue(i), base),
-        summary,
-    );
+    let pieces = pulls
+        .iter()
+        .map(Piece::Pull)
+        .chain(issues.iter().map(Piece::Issue))
+        .collect();
+    run_parallel(ctx, pieces, base, summary);
     Ok(())
 }
 
-/// Runs `work` on every item with at most `maxConcurrency` at once; a failure stays with its item.
-fn run_parallel<T: Sync>(
-    ctx: &Context,
-    items: Vec<T>,
-    key: impl Fn(&T) -> WorkKey + Sync,
-    work: impl Fn(&T) -> Result<Outcome> + Sync,
-    summary: &mut PassSummary,
-) {
-    let queue = Mutex::new(items.iter().collect::<VecDeque<_>>());
+/// Works on `piece` under a claim on the forge, or leaves it to the orchestrator that holds it.
+fn claimed(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
+    let number = match piece.key() {
+        WorkKey::Issue(n) | WorkKey::Pull(n) => n,
+        WorkKey::Plan => unreachable!("the planner is no piece of work"),
+    };
+    let ttl = ctx.config.cluster.lease_ttl;
+    match claims::claim(&ctx.forge, &ctx.login, &ctx.id, ttl, number)? {
+        Claimed::Theirs(theirs) => Ok(Outcome::HeldBy(theirs.holder)),
+        // Released when the work returns: published, given up, waiting, or failed.
+        Claimed::Ours(_lease) => work_on(ctx, piece, base),
+    }
+}
+
+/// Works on every piece, each under its claim, with at most `maxConcurrency` at once; a failure
+/// stays with its piece. Work another orchestrator holds does not count as work done.
+fn run_parallel(ctx: &Context, pieces: Vec<Piece>, base: &str, summary: &mut PassSummary) {
+    let queue = Mutex::new(pieces.iter().collect::<VecDeque<_>>());
     let results = Mutex::new(Vec::new());
-    let workers = (ctx.config.max_concurrency as usize).min(items.len());
+    let workers = (ctx.config.max_concurrency as usize).min(pieces.len());
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
                 while !ctx.is_stopping() {
-                    let Some(item) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+                    let Some(piece) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
                     else {
                         break;
                     };
-                    let key = key(item).to_string();
-                    let result = work(item);
+                    let key = piece.key().to_string();
+                    let result = claimed(ctx, piece, base);
                     let line = match &result {
                         Ok(outcome) => outcome.to_string(),
                         Err(e) => format!("failed: {}", ctx.redactor.error(e)),
@@ -132,9 +125,13 @@ fn run_parallel<T: Sync>(
         }
     });
     for result in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        summary.worked += 1;
-        if result.is_err() {
-            summary.failed += 1;
+        match result {
+            Ok(Outcome::HeldBy(_)) => {}
+            Ok(_) => summary.worked += 1,
+            Err(_) => {
+                summary.worked += 1;
+                summary.failed += 1;
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Which issues to work on now: the candidates, and the planner agent's choice among them.
 use crate::agent::{AgentOutcome, Ending};
+use crate::claims;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
 use crate::forge::{Issue, Pull, Revision};
@@ -11,10 +12,12 @@ use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
 /// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, without an open pull request
-/// of sandcastle's own, and not given up on since a person last moved them.
+/// of sandcastle's own, not given up on since a person last moved them, and not claimed by another
+/// orchestrator.
 pub fn candidates(ctx: &Context, open_pulls: &[Pull], base: &str) -> Result<Vec<Issue>> {
     let issues = ctx.forge.open_issues(&["ready-for-agent"])?;
-    Ok(issues
+    let unclaimed = without_claims(ctx, issues, |i| i.number)?;
+    Ok(unclaimed
         .into_iter()
         .filter(|issue| {
             !issue
@@ -32,12 +35,15 @@ pub fn candidates(ctx: &Context, open_pulls: &[Pull], base: &str) -> Result<Vec<
 }
 
 /// Open pull requests a human sent back for rework (labelled `ready-for-agent`) that are
-/// sandcastle's own, and not given up on since a person last moved them. Every other one labelled so
-/// is left alone, with a line saying why.
-pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Vec<&'a Pull> {
-    pulls
+/// sandcastle's own, not given up on since a person last moved them, and not claimed by another
+/// orchestrator. Every other one labelled so is left alone, with a line saying why.
+pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Result<Vec<&'a Pull>> {
+    let labelled: Vec<&Pull> = pulls
         .iter()
         .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent"))
+        .collect();
+    Ok(without_claims(ctx, labelled, |p| p.number)?
+        .into_iter()
         .filter(|p| !settled(ctx, WorkKey::Pull(p.number), &p.revision))
         .filter(|p| match own_issue(p, &ctx.login, &ctx.config.repo, base) {
             Ok(_) => true,
@@ -47,7 +53,24 @@ pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Vec<&'a Pu
                 false
             }
         })
-        .collect()
+        .collect())
+}
+
+/// `items` but those another orchestrator holds a live claim on.
+fn without_claims<T>(ctx: &Context, items: Vec<T>, number: impl Fn(&T) -> u64) -> Result<Vec<T>> {
+    let mut free = Vec::new();
+    for item in items {
+        match claims::held_by_other(&ctx.forge, &ctx.login, &ctx.id, number(&item))? {
+            Some(claim) => ctx.progress.note(&format!(
+                "#{}: held by {} until {}",
+                number(&item),
+                claim.holder,
+                claim.until
+            )),
+            None => free.push(item),
+        }
+    }
+    Ok(free)
 }
 
 /// sandcastle gave up on `key` at exactly `revision`: nobody has commented, edited or relabelled it

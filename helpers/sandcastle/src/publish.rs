@@ -76,10 +76,11 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
         None => "No reviewer verdict was recorded.".to_string(),
     };
     body += &format!(
-        "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s).\n",
+        "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.\n",
         gate_line(ctx, state),
         state.cost_usd,
-        state.iterations
+        state.iterations,
+        ctx.id
     );
     body
 }
@@ -152,7 +153,10 @@ fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result<()>
         .any(|c| c.author == ctx.login && c.body.contains(marker));
     if !posted {
         ctx.forge
-            .comment(number, &format!("{body}\n\n{marker}"))
+            .comment(
+                number,
+                &format!("{body}\n\n— sandcastle `{}`\n{marker}", ctx.id),
+            )
             .context("cannot comment on the forge")?;
     }
     Ok(())

@@ -38,6 +38,7 @@ pub struct WorkReport {
 #[serde(rename_all = "camelCase")]
 struct RunFile<'a> {
     run_id: &'a str,
+    orchestrator: &'a str,
     started_at: String,
     finished_at: String,
     work: Vec<&'a WorkReport>,
@@ -46,6 +47,8 @@ struct RunFile<'a> {
 
 pub struct Report {
     run_id: String,
+    /// The orchestrator that ran it (`[cluster] id`).
+    orchestrator: String,
     /// The report file is one of the sinks: what it says passes this on the way out.
     redactor: Redactor,
     started_at: jiff::Timestamp,
@@ -53,9 +56,10 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(run_id: &str, redactor: Redactor) -> Report {
+    pub fn new(run_id: &str, orchestrator: &str, redactor: Redactor) -> Report {
         Report {
             run_id: run_id.to_string(),
+            orchestrator: orchestrator.to_string(),
             redactor,
             started_at: jiff::Timestamp::now(),
             work: Mutex::new(BTreeMap::new()),
@@ -185,6 +189,7 @@ impl Report {
         let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
         let file = RunFile {
             run_id: &self.run_id,
+            orchestrator: &self.orchestrator,
             started_at: self.started_at.to_string(),
             finished_at: jiff::Timestamp::now().to_string(),
             work: work.values().collect(),
@@ -218,7 +223,7 @@ mod tests {
         let redactor = Redactor::new(&crate::secrets::EnvFile {
             vars: vec![("ANTHROPIC_API_KEY".into(), "sk-report-secret".into())],
         });
-        let report = Report::new("r1", redactor);
+        let report = Report::new("r1", "host-a", redactor);
         report.record_iteration(
             "issue #1",
             Role::Implementer,
@@ -252,6 +257,7 @@ mod tests {
         let json: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(json["runId"], "r1");
+        assert_eq!(json["orchestrator"], "host-a");
         assert_eq!(json["total"]["usage"]["cost_usd"], 1.875);
         assert_eq!(json["total"]["iterations"], 4);
         let first = &json["work"][0];

@@ -92,8 +92,8 @@ fn start(settings: Settings) -> Result<Context> {
         None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
     };
     ctx.progress.note(&format!(
-        "run {}: {} on {} as {}, image {}; {tea}",
-        ctx.run_id, ctx.config.repo, ctx.config.forge_url, ctx.login, ctx.config.image_name
+        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}",
+        ctx.run_id, ctx.id, ctx.config.repo, ctx.config.forge_url, ctx.login, ctx.config.image_name
     ));
     Ok(ctx)
 }
@@ -157,7 +157,7 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             println!("label {name:?} is missing: `sandcastle run` will create it");
         }
     }
-    let rework = planning::sent_back(&ctx, &pulls, &base);
+    let rework = planning::sent_back(&ctx, &pulls, &base)?;
     if rework.is_empty() {
         println!("rework: no pull request of sandcastle's own is labelled ready-for-agent");
     }

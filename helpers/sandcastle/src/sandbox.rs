@@ -313,7 +313,7 @@ fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<S
 }
 
 /// This machine's name, as the kernel knows it.
-fn host_name() -> String {
+pub fn host_name() -> String {
     rustix::system::uname()
         .nodename()
         .to_string_lossy()

@@ -242,6 +242,8 @@ pub enum Outcome {
     },
     /// Stopped short by a budget: why.
     Stopped(String),
+    /// Another orchestrator holds the work's claim: its id.
+    HeldBy(String),
 }
 
 impl std::fmt::Display for Outcome {
@@ -253,6 +255,7 @@ impl std::fmt::Display for Outcome {
                 write!(f, "not completed in {iterations} iteration(s); commented")
             }
             Outcome::Stopped(why) => write!(f, "stopped: {why}; commented"),
+            Outcome::HeldBy(holder) => write!(f, "left to {holder}, which holds its claim"),
         }
     }
 }

@@ -114,16 +114,22 @@ impl Harness {
 
     /// This project's containers (any run), stopped ones included: others may share the engine.
     pub fn containers(&self) -> Vec<String> {
-        let project = self.project().canonicalize().unwrap();
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--filter"])
-            .arg(format!("label=sandcastle.project={}", project.display()))
-            .output()
+        containers_of(self.project())
+    }
+
+    /// Another orchestrator's project on the same forge and model, as on a second host.
+    pub fn another_host(&self) -> Host {
+        let project = tempfile::tempdir().unwrap();
+        let dir = project.path().join(".sandcastle");
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["config.toml", ".env"] {
+            std::fs::copy(
+                self.project().join(".sandcastle").join(file),
+                dir.join(file),
+            )
             .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(str::to_string)
-            .collect()
+        }
+        Host { project }
     }
 
     /// `sandcastle <args>` in the background, returned once `file` exists in one of this project's
@@ -200,18 +206,7 @@ impl Harness {
 
     /// The `sandcastle` command in the project, with no forge or Anthropic variables inherited.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sandcastle"));
-        command.args(args).current_dir(self.project());
-        for key in [
-            "FORGEJO_TOKEN",
-            "FORGEJO_USER",
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "CLAUDE_CODE_OAUTH_TOKEN",
-        ] {
-            command.env_remove(key);
-        }
-        command
+        command_in(self.project(), args)
     }
 
     pub fn sandcastle(&self, args: &[&str]) -> Output {
@@ -372,19 +367,7 @@ impl Harness {
 
     /// Every file sandcastle wrote under `.sandcastle/logs`.
     pub fn log_files(&self) -> Vec<PathBuf> {
-        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    walk(&path, out)
-                } else {
-                    out.push(path)
-                }
-            }
-        }
-        let mut files = Vec::new();
-        walk(&self.project().join(".sandcastle/logs"), &mut files);
-        files
+        log_files_of(self.project())
     }
 
     /// The run report `sandcastle run` wrote last.
@@ -421,4 +404,70 @@ pub fn stderr_lines(output: &Output) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// A second orchestrator's project directory (see `Harness::another_host`).
+pub struct Host {
+    project: tempfile::TempDir,
+}
+
+impl Host {
+    pub fn command(&self, args: &[&str]) -> Command {
+        command_in(self.project.path(), args)
+    }
+
+    pub fn containers(&self) -> Vec<String> {
+        containers_of(self.project.path())
+    }
+
+    pub fn log_files(&self) -> Vec<PathBuf> {
+        log_files_of(self.project.path())
+    }
+}
+
+/// `sandcastle <args>` in `project`, with no forge or Anthropic variables inherited.
+fn command_in(project: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sandcastle"));
+    command.args(args).current_dir(project);
+    for key in [
+        "FORGEJO_TOKEN",
+        "FORGEJO_USER",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ] {
+        command.env_remove(key);
+    }
+    command
+}
+
+/// The containers (any run, stopped ones too) whose project is `project`.
+fn containers_of(project: &Path) -> Vec<String> {
+    let project = project.canonicalize().unwrap();
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=sandcastle.project={}", project.display()))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every file under `project`'s `.sandcastle/logs`.
+fn log_files_of(project: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out)
+            } else {
+                out.push(path)
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&project.join(".sandcastle/logs"), &mut files);
+    files
 }
