@@ -36,7 +36,7 @@ pub struct LiveClaim {
 /// Who may work on an issue or pull request.
 pub enum Claimed {
     /// This orchestrator: the lease holds until it is dropped.
-    Ours(Lease),
+    Ours(Box<Lease>),
     /// Another orchestrator holds it.
     Theirs(LiveClaim),
 }
