@@ -93,12 +93,12 @@ pub fn claim(forge: &Forge, login: &str, id: &str, ttl: Duration, number: u64) -
             for lapsed in all(&comments, login).iter().filter(|c| c.until <= now) {
                 forge.delete_comment(lapsed.comment)?;
             }
-            Ok(Claimed::Ours(Lease::hold(
+            Ok(Claimed::Ours(Box::new(Lease::hold(
                 forge.clone(),
                 comment,
                 id.to_string(),
                 ttl,
-            )))
+            ))))
         }
         first => {
             forge.delete_comment(comment)?;
