@@ -269,26 +269,6 @@ fn template_placeholders(project: &Path) -> Result<String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The placeholders doctor looks for are the ones the template writes.
-    #[test]
-    fn placeholders_are_the_templates() {
-        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates/rust");
-        let report = template_placeholders(&template).unwrap_err().to_string();
-        for (file, text, _) in TEMPLATE_PLACEHOLDERS {
-            assert!(
-                report.contains(&format!("{file} still has the placeholder `{text}`")),
-                "{report}"
-            );
-        }
-        let empty = tempfile::tempdir().unwrap();
-        assert!(template_placeholders(empty.path()).is_ok());
-    }
-}
-
 /// Every live claim on the work sandcastle could take up: `#N held by ID until T`.
 fn live_claims(forge: &crate::forge::Forge, login: &str) -> Result<Vec<String>> {
     let mut numbers: Vec<u64> = forge
@@ -313,4 +293,24 @@ fn live_claims(forge: &crate::forge::Forge, login: &str) -> Result<Vec<String>> 
         }
     }
     Ok(held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The placeholders doctor looks for are the ones the template writes.
+    #[test]
+    fn placeholders_are_the_templates() {
+        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates/rust");
+        let report = template_placeholders(&template).unwrap_err().to_string();
+        for (file, text, _) in TEMPLATE_PLACEHOLDERS {
+            assert!(
+                report.contains(&format!("{file} still has the placeholder `{text}`")),
+                "{report}"
+            );
+        }
+        let empty = tempfile::tempdir().unwrap();
+        assert!(template_placeholders(empty.path()).is_ok());
+    }
 }
