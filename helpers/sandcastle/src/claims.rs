@@ -10,6 +10,7 @@
 //! lease expires (`[cluster] leaseTtl`). Only comments by the orchestrator's own login count, so
 //! nobody else can forge or block a claim.
 use crate::forge::{Comment, Forge};
+use crate::sandbox;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -61,11 +62,19 @@ fn all(comments: &[Comment], login: &str) -> Vec<LiveClaim> {
     claims
 }
 
-/// The live claims among `comments`, earliest first; only `login`'s comments count.
+/// The live claims among `comments`, earliest first; only `login`'s comments count. A claim of an
+/// orchestrator of this host whose process is gone (a default id, `<host>-<pid>`) is not live: a
+/// restarted orchestrator does not wait out its own crashed predecessor's lease.
 pub fn live(comments: &[Comment], login: &str, now: jiff::Timestamp) -> Vec<LiveClaim> {
     let mut claims = all(comments, login);
-    claims.retain(|c| c.until > now);
+    claims.retain(|c| c.until > now && !gone_here(&c.holder));
     claims
+}
+
+fn gone_here(holder: &str) -> bool {
+    holder
+        .strip_prefix(&format!("{}-", sandbox::host_name()))
+        .is_some_and(|pid| pid != std::process::id().to_string() && sandbox::run_is_dead(holder))
 }
 
 /// The live claim of another orchestrator on `number`, if any.
@@ -87,11 +96,16 @@ pub fn claim(forge: &Forge, login: &str, id: &str, ttl: Duration, number: u64) -
     let comment = forge.comment(number, &body(id, ttl))?;
     let comments = forge.comments(number)?;
     let now = jiff::Timestamp::now();
-    match live(&comments, login, now).into_iter().next() {
-        Some(first) if first.comment == comment => {
-            // The lapsed claims of holders that crashed go, so they do not linger on the forge.
-            for lapsed in all(&comments, login).iter().filter(|c| c.until <= now) {
-                forge.delete_comment(lapsed.comment)?;
+    let live_now = live(&comments, login, now);
+    // The earliest live claim is ours, or one of an earlier run under the same id.
+    match live_now.first().cloned() {
+        Some(first) if first.comment == comment || first.holder == id => {
+            // Lapsed claims, and older ones of this id, go, so they do not linger on the forge.
+            for stale in all(&comments, login)
+                .iter()
+                .filter(|c| c.comment != comment && (!live_now.contains(c) || c.holder == id))
+            {
+                forge.delete_comment(stale.comment)?;
             }
             Ok(Claimed::Ours(Box::new(Lease::hold(
                 forge.clone(),

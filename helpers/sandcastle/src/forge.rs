@@ -50,17 +50,8 @@ pub struct Issue {
     pub title: String,
     pub body: String,
     pub labels: Vec<String>,
-    pub revision: Revision,
-}
-
-/// How far an issue or pull request has moved: its `updated_at` (seconds) and comment count, which
-/// together change whenever a person comments, edits or relabels it.
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
-)]
-pub struct Revision {
+    /// When it last changed (comments, edits, labels), to the second.
     pub updated_at: String,
-    pub comments: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -77,7 +68,7 @@ pub struct Pull {
     /// `base.ref`, the branch it merges into.
     pub base_branch: String,
     pub labels: Vec<String>,
-    pub revision: Revision,
+    pub updated_at: String,
 }
 
 #[derive(Debug, Clone)]
@@ -284,10 +275,10 @@ impl Forge {
         Ok(issue.into())
     }
 
-    /// Where issue or pull request `number` stands now.
-    pub fn revision(&self, number: u64) -> Result<Revision> {
+    /// When issue or pull request `number` last changed.
+    pub fn updated_at(&self, number: u64) -> Result<String> {
         let issue: ApiIssue = self.get_json(&self.repo_path(&format!("/issues/{number}")))?;
-        Ok(issue.revision.into())
+        Ok(issue.updated_at)
     }
 
     /// `GET /repos/{o}/{r}/pulls/{index}`.
@@ -727,25 +718,8 @@ struct ApiIssue {
     labels: Vec<Label>,
     #[serde(default)]
     pull_request: Option<Value>,
-    #[serde(flatten)]
-    revision: ApiRevision,
-}
-
-#[derive(Deserialize)]
-struct ApiRevision {
     #[serde(default, deserialize_with = "null_as_default")]
     updated_at: String,
-    #[serde(default)]
-    comments: u64,
-}
-
-impl From<ApiRevision> for Revision {
-    fn from(revision: ApiRevision) -> Revision {
-        Revision {
-            updated_at: revision.updated_at,
-            comments: revision.comments,
-        }
-    }
 }
 
 impl From<ApiIssue> for Issue {
@@ -755,7 +729,7 @@ impl From<ApiIssue> for Issue {
             title: issue.title,
             body: issue.body,
             labels: issue.labels.into_iter().map(|l| l.name).collect(),
-            revision: issue.revision.into(),
+            updated_at: issue.updated_at,
         }
     }
 }
@@ -770,8 +744,8 @@ struct ApiPull {
     base: ApiBranch,
     #[serde(default, deserialize_with = "null_as_default")]
     labels: Vec<Label>,
-    #[serde(flatten)]
-    revision: ApiRevision,
+    #[serde(default, deserialize_with = "null_as_default")]
+    updated_at: String,
 }
 
 #[derive(Deserialize)]
@@ -803,7 +777,7 @@ impl From<ApiPull> for Pull {
             head_repo: pull.head.repo.map(|r| r.full_name),
             base_branch: pull.base.name,
             labels: pull.labels.into_iter().map(|l| l.name).collect(),
-            revision: pull.revision.into(),
+            updated_at: pull.updated_at,
         }
     }
 }

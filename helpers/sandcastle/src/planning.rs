@@ -3,11 +3,11 @@ use crate::agent::{AgentOutcome, Ending};
 use crate::claims;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
-use crate::forge::{Issue, Pull, Revision};
+use crate::forge::{Comment, Issue, Pull};
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
-use crate::state::WorkState;
+use crate::state::{Revision, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
@@ -15,9 +15,9 @@ use anyhow::{Context as _, Result, bail};
 /// of sandcastle's own, not given up on since a person last moved them, and not claimed by another
 /// orchestrator.
 pub fn candidates(ctx: &Context, open_pulls: &[Pull], base: &str) -> Result<Vec<Issue>> {
-    let issues = ctx.forge.open_issues(&["ready-for-agent"])?;
-    let unclaimed = without_claims(ctx, issues, |i| i.number)?;
-    Ok(unclaimed
+    let issues: Vec<Issue> = ctx
+        .forge
+        .open_issues(&["ready-for-agent"])?
         .into_iter()
         .filter(|issue| {
             !issue
@@ -30,56 +30,74 @@ pub fn candidates(ctx: &Context, open_pulls: &[Pull], base: &str) -> Result<Vec<
                 .iter()
                 .any(|p| own_issue(p, &ctx.login, &ctx.config.repo, base) == Ok(issue.number))
         })
-        .filter(|issue| !settled(ctx, WorkKey::Issue(issue.number), &issue.revision))
-        .collect())
+        .collect();
+    let mut free = Vec::new();
+    for issue in issues {
+        if is_free(ctx, WorkKey::Issue(issue.number), &issue.updated_at)? {
+            free.push(issue);
+        }
+    }
+    Ok(free)
 }
 
 /// Open pull requests a human sent back for rework (labelled `ready-for-agent`) that are
 /// sandcastle's own, not given up on since a person last moved them, and not claimed by another
 /// orchestrator. Every other one labelled so is left alone, with a line saying why.
 pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Result<Vec<&'a Pull>> {
-    let labelled: Vec<&Pull> = pulls
+    let mut free = Vec::new();
+    for pull in pulls
         .iter()
         .filter(|p| p.labels.iter().any(|l| l == "ready-for-agent"))
-        .collect();
-    Ok(without_claims(ctx, labelled, |p| p.number)?
-        .into_iter()
-        .filter(|p| !settled(ctx, WorkKey::Pull(p.number), &p.revision))
-        .filter(|p| match own_issue(p, &ctx.login, &ctx.config.repo, base) {
-            Ok(_) => true,
-            Err(why) => {
-                ctx.progress
-                    .note(&format!("pr #{}: left alone: {why}", p.number));
-                false
-            }
-        })
-        .collect())
-}
-
-/// `items` but those another orchestrator holds a live claim on.
-fn without_claims<T>(ctx: &Context, items: Vec<T>, number: impl Fn(&T) -> u64) -> Result<Vec<T>> {
-    let mut free = Vec::new();
-    for item in items {
-        match claims::held_by_other(&ctx.forge, &ctx.login, &ctx.id, number(&item))? {
-            Some(claim) => ctx.progress.note(&format!(
-                "#{}: held by {} until {}",
-                number(&item),
-                claim.holder,
-                claim.until
-            )),
-            None => free.push(item),
+    {
+        if let Err(why) = own_issue(pull, &ctx.login, &ctx.config.repo, base) {
+            ctx.progress
+                .note(&format!("pr #{}: left alone: {why}", pull.number));
+        } else if is_free(ctx, WorkKey::Pull(pull.number), &pull.updated_at)? {
+            free.push(pull);
         }
     }
     Ok(free)
 }
 
-/// sandcastle gave up on `key` at exactly `revision`: nobody has commented, edited or relabelled it
-/// since, so trying again would spend the same money on the same answer. Saved, so restarts keep it.
-fn settled(ctx: &Context, key: WorkKey, revision: &Revision) -> bool {
-    WorkState::load(&ctx.state_dir(), &key.slug())
-        .ok()
-        .flatten()
-        .is_some_and(|state| state.settled_at(revision))
+/// Whether sandcastle may take `key` up: no other orchestrator holds a live claim on it, and it was
+/// not given up on at the revision it has now (nobody has commented, edited or relabelled it since,
+/// so trying again would spend the same money on the same answer; saved, so restarts keep it).
+fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
+    let (WorkKey::Issue(number) | WorkKey::Pull(number)) = key else {
+        return Ok(false);
+    };
+    let comments = ctx.forge.comments(number)?;
+    if let Some(claim) = claims::live(&comments, &ctx.login, jiff::Timestamp::now())
+        .into_iter()
+        .find(|c| c.holder != ctx.id)
+    {
+        ctx.progress.note(&format!(
+            "{key}: held by {} until {}",
+            claim.holder, claim.until
+        ));
+        return Ok(false);
+    }
+    let revision = revision_of(&ctx.login, updated_at, &comments);
+    let settled = WorkState::load(&ctx.state_dir(), &key.slug())?
+        .is_some_and(|state| state.settled_at(&revision));
+    Ok(!settled)
+}
+
+/// Where people have taken issue or pull request `number` (see [`Revision`]).
+pub fn revision(ctx: &Context, number: u64) -> Result<Revision> {
+    let updated_at = ctx.forge.updated_at(number)?;
+    Ok(revision_of(
+        &ctx.login,
+        &updated_at,
+        &ctx.forge.comments(number)?,
+    ))
+}
+
+fn revision_of(login: &str, updated_at: &str, comments: &[Comment]) -> Revision {
+    Revision {
+        updated_at: updated_at.to_string(),
+        comments: comments.iter().filter(|c| c.author != login).count() as u64,
+    }
 }
 
 /// The issue a pull request is sandcastle's own work for: opened by `login` from `sandcastle/issue-N`
@@ -117,9 +135,9 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    let seen: Vec<(u64, Revision)> = candidates
+    let seen: Vec<(u64, String)> = candidates
         .iter()
-        .map(|i| (i.number, i.revision.clone()))
+        .map(|i| (i.number, i.updated_at.clone()))
         .collect();
     let mut memo = ctx.plan_memo.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(last) = memo.as_ref().filter(|m| m.candidates == seen) {
@@ -151,10 +169,10 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
     answer
 }
 
-/// The candidates the planner last answered for (numbers and revisions), and its plan (`None`: it
+/// The candidates the planner last answered for (numbers and update times), and its plan (`None`: it
 /// answered an invalid plan twice).
 pub struct PlanMemo {
-    candidates: Vec<(u64, Revision)>,
+    candidates: Vec<(u64, String)>,
     plan: Option<Vec<PlannedIssue>>,
 }
 
@@ -274,7 +292,7 @@ mod tests {
             head_repo: head_repo.map(str::to_string),
             base_branch: base.into(),
             labels: vec![],
-            revision: Default::default(),
+            updated_at: String::new(),
         }
     }
 

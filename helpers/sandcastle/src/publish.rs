@@ -5,6 +5,7 @@
 use crate::context::Context;
 use crate::driver::Piece;
 use crate::git::WorkRepo;
+use crate::planning;
 use crate::role::WorkKey;
 use crate::state::WorkState;
 use anyhow::{Context as _, Result};
@@ -124,7 +125,7 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
             ctx.agent_text(&state.last_summary)
         );
         post_once(ctx, number, &marker, &body)?;
-        state.settled = Some(ctx.forge.revision(number)?);
+        state.settled = Some(planning::revision(ctx, number)?);
         state.told_forge = true;
         state.save(&ctx.state_dir())?;
     }

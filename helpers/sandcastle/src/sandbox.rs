@@ -364,8 +364,9 @@ pub fn remove_dead_runs(project: &Path) -> Result<Vec<String>> {
     Ok(dead.into_iter().map(|(_, name)| name.to_string()).collect())
 }
 
-/// A run id `<time>-<pid>` whose process is gone. Unreadable ids count as alive.
-fn run_is_dead(run_id: &str) -> bool {
+/// A name ending in `-<pid>` (a run id, a default orchestrator id) whose process on this host is
+/// gone. Unreadable names count as alive.
+pub fn run_is_dead(run_id: &str) -> bool {
     let pid = run_id
         .rsplit_once('-')
         .and_then(|(_, pid)| pid.parse::<i32>().ok())

@@ -1,7 +1,6 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
-use crate::forge::Revision;
 use crate::role::Role;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
@@ -20,6 +19,14 @@ pub enum Phase {
     Done,
     /// No completion within `maxIterations`; the forge has been told (`told_forge`).
     GaveUp,
+}
+
+/// How far people have moved an issue or pull request: when it last changed, and how many of its
+/// comments are not sandcastle's. Sandcastle's own claims and comments come and go without moving it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+pub struct Revision {
+    pub updated_at: String,
+    pub comments: u64,
 }
 
 /// The reviewer's last word: approved (the completion signal) or not, with its summary or findings.

@@ -99,6 +99,39 @@ fn a_lease_is_renewed_while_held_and_a_lapsed_one_frees_the_work() {
     assert!(client.comments(number).unwrap().is_empty());
 }
 
+/// A restarted orchestrator on the same host has a new default id (`<host>-<pid>`); its crashed
+/// predecessor's claim does not hold it back. A stable custom id finds its own claim its own.
+#[test]
+fn a_dead_predecessor_on_this_host_or_an_earlier_run_of_the_same_id_does_not_block() {
+    let (fake, token) = forge();
+    let client = Forge::new(fake.url(), REPO, &token);
+    let number = fake.create_issue(REPO, "bot", "work", "", &[]).unwrap();
+    let ttl = Duration::from_secs(600);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let predecessor = format!("{}-{}", sandbox::host_name(), gone.id());
+    client.comment(number, &body(&predecessor, ttl)).unwrap();
+    client.comment(number, &body("builder-7", ttl)).unwrap();
+    let comments = client.comments(number).unwrap();
+    let holders: Vec<String> = live(&comments, "bot", jiff::Timestamp::now())
+        .into_iter()
+        .map(|c| c.holder)
+        .collect();
+    assert_eq!(
+        holders,
+        ["builder-7"],
+        "the dead predecessor's claim is not live"
+    );
+
+    // `builder-7` starts again: its earlier claim is its own, and the stale ones are cleared.
+    let Claimed::Ours(lease) = claim(&client, "bot", "builder-7", ttl, number).unwrap() else {
+        panic!("an earlier run's claim of the same id blocked it");
+    };
+    assert_eq!(client.comments(number).unwrap().len(), 1);
+    drop(lease);
+    assert!(client.comments(number).unwrap().is_empty());
+}
+
 #[test]
 fn only_the_orchestrators_own_login_can_claim() {
     let (fake, token) = forge();

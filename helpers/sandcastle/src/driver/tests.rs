@@ -222,7 +222,7 @@ fn issue(w: &World) -> Issue {
         title: "Answer".into(),
         body: "Make it answer 42.".into(),
         labels: vec![],
-        revision: Default::default(),
+        updated_at: String::new(),
     }
 }
 

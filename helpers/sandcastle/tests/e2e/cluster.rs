@@ -120,10 +120,12 @@ fn a_crashed_holders_work_is_taken_over_after_its_lease() {
                 {"bash": "echo done > done.txt && git add done.txt && git commit -qm 'Do it'", "description": "commit"},
                 {"text": format!("Done. {COMPLETE}")}]},
         ]),
-        "[cluster]\nleaseTtl = \"3s\"",
+        "[cluster]\nid = \"host-a\"\nleaseTtl = \"3s\"",
     );
     let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
+    // Two named hosts: on one machine, a default id's dead process would free its claim at once.
     let second = h.another_host();
+    second.replace_in_config("id = \"host-a\"", "id = \"host-b\"");
     let mut first = h.start_until(&["run", "--issue", "1"], "/tmp/started");
     first.kill().unwrap();
     first.wait().unwrap();

@@ -412,6 +412,14 @@ pub struct Host {
 }
 
 impl Host {
+    /// Changes this host's `.sandcastle/config.toml`.
+    pub fn replace_in_config(&self, from: &str, to: &str) {
+        let path = self.project.path().join(".sandcastle/config.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{from:?} is not in {text}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         command_in(self.project.path(), args)
     }

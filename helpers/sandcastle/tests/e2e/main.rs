@@ -423,6 +423,7 @@ fn doctor_and_plan_change_nothing() {
         "forge",
         "token",
         "sandboxes",
+        "claims",
     ] {
         assert!(
             stdout
