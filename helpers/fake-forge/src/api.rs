@@ -167,6 +167,7 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
             })
         }
         ("POST", "/repos/{owner}/{repo}/issues/{index}/comments") => create_comment(call),
+        ("PATCH", "/repos/{owner}/{repo}/issues/comments/{id}") => edit_comment(call),
         ("GET", "/repos/{owner}/{repo}/pulls") => list_pulls(call),
         ("POST", "/repos/{owner}/{repo}/pulls") => create_pull(call),
         ("GET", "/repos/{owner}/{repo}/pulls/{index}") => call.with_repo(|state, repo| {
@@ -541,6 +542,27 @@ fn create_comment(call: &Call) -> ApiResult<Reply> {
         201,
         call.render()
             .comment(&state.users, repo, repo.issue(number)?, &comment),
+    ))
+}
+
+/// Forgejo lets the comment's author edit it (and admins, whom this forge does not model).
+fn edit_comment(call: &Call) -> ApiResult<Reply> {
+    let caller = call.caller()?.to_string();
+    let id = call.param("id");
+    let id: i64 = id
+        .parse()
+        .map_err(|_| ApiError::not_found(format!("comment does not exist [id: {id}]")))?;
+    let mut state = call.shared.state();
+    let (owner, name) = call.owner_and_name();
+    let comment = state
+        .repo_mut(owner, name)?
+        .edit_comment(id, &caller, call.text("body"), now())?
+        .clone();
+    let repo = state.repo(owner, name)?;
+    Ok(Reply::json(
+        200,
+        call.render()
+            .comment(&state.users, repo, repo.issue(comment.issue)?, &comment),
     ))
 }
 

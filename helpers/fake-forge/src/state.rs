@@ -324,6 +324,28 @@ impl Repo {
         Ok(self.comments.last().expect("just pushed"))
     }
 
+    /// Replaces a comment's body; only its author may.
+    pub fn edit_comment(
+        &mut self,
+        id: i64,
+        caller: &str,
+        body: &str,
+        now: String,
+    ) -> ApiResult<&Comment> {
+        let index = self
+            .comments
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or_else(|| ApiError::not_found(format!("comment does not exist [id: {id}]")))?;
+        if self.comments[index].author != caller {
+            return Err(ApiError::new(403, "user is not the comment's poster"));
+        }
+        let number = self.comments[index].issue;
+        self.issue_mut(number)?.updated = now;
+        self.comments[index].body = body.to_string();
+        Ok(&self.comments[index])
+    }
+
     pub fn comments_on(&self, number: u64) -> impl Iterator<Item = &Comment> {
         self.comments.iter().filter(move |c| c.issue == number)
     }

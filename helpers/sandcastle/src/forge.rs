@@ -99,6 +99,7 @@ pub struct ReviewComment {
 
 #[derive(Debug, Clone)]
 pub struct Comment {
+    pub id: i64,
     pub body: String,
     pub author: String,
 }
@@ -131,6 +132,8 @@ enum Method<'a> {
     Post(Value),
     /// A POST whose repeat changes nothing (adding labels an issue has).
     IdempotentPost(Value),
+    /// A PATCH that sets a value: its repeat sets the same value.
+    Patch(Value),
     Delete,
 }
 
@@ -138,7 +141,9 @@ impl Method<'_> {
     fn attempts(&self) -> u32 {
         match self {
             Method::Post(_) => 1,
-            Method::Get(_) | Method::IdempotentPost(_) | Method::Delete => ATTEMPTS,
+            Method::Get(_) | Method::IdempotentPost(_) | Method::Patch(_) | Method::Delete => {
+                ATTEMPTS
+            }
         }
     }
 }
@@ -414,15 +419,27 @@ impl Forge {
         Ok(comments
             .into_iter()
             .map(|c| Comment {
+                id: c.id,
                 body: c.body,
                 author: login(c.user),
             })
             .collect())
     }
 
-    pub fn comment(&self, number: u64, body: &str) -> Result<()> {
+    /// Posts a comment; its id.
+    pub fn comment(&self, number: u64, body: &str) -> Result<i64> {
         let path = self.repo_path(&format!("/issues/{number}/comments"));
-        let _: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        let comment: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        Ok(comment.id)
+    }
+
+    /// `PATCH /repos/{o}/{r}/issues/comments/{id}`: replaces a comment's body.
+    pub fn edit_comment(&self, id: i64, body: &str) -> Result<()> {
+        let path = self.repo_path(&format!("/issues/comments/{id}"));
+        let reply = self.send(&path, Method::Patch(json!({"body": body})))?;
+        if !matches!(reply.status, 200 | 204) {
+            return Err(self.failure("PATCH", &path, &reply));
+        }
         Ok(())
     }
 
@@ -517,6 +534,7 @@ impl Forge {
             Method::IdempotentPost(body) => {
                 Method::IdempotentPost(redact_json(&self.redactor, body))
             }
+            Method::Patch(body) => Method::Patch(redact_json(&self.redactor, body)),
             other => other,
         };
         let attempts = method.attempts();
@@ -554,6 +572,11 @@ impl Forge {
             Method::Post(body) | Method::IdempotentPost(body) => self
                 .agent
                 .post(&url)
+                .header("Authorization", &auth)
+                .send_json(body),
+            Method::Patch(body) => self
+                .agent
+                .patch(&url)
                 .header("Authorization", &auth)
                 .send_json(body),
             Method::Delete => self
@@ -776,6 +799,7 @@ impl From<ApiPull> for Pull {
 
 #[derive(Deserialize)]
 struct ApiComment {
+    id: i64,
     #[serde(default, deserialize_with = "null_as_default")]
     body: String,
     #[serde(default)]
@@ -1288,15 +1312,22 @@ mod tests {
     fn comments_are_written_and_read() {
         let (forge, client) = setup();
         let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
-        client
+        let id = client
             .comment(number, "Could not finish: tests fail.")
             .unwrap();
         let comments = client.comments(number).unwrap();
         assert_eq!(comments.len(), 1);
         assert_eq!(
-            (comments[0].body.as_str(), comments[0].author.as_str()),
-            ("Could not finish: tests fail.", "alice")
+            (
+                comments[0].id,
+                comments[0].body.as_str(),
+                comments[0].author.as_str()
+            ),
+            (id, "Could not finish: tests fail.", "alice")
         );
+        client.edit_comment(id, "Edited.").unwrap();
+        assert_eq!(client.comments(number).unwrap()[0].body, "Edited.");
+        assert!(client.edit_comment(id + 100, "x").is_err());
         assert_conforms(&forge);
     }
 

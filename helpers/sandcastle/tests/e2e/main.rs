@@ -3,6 +3,7 @@
 mod driver;
 mod faults;
 mod harness;
+mod questions;
 mod spend;
 mod trust;
 
