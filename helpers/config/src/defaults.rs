@@ -1,7 +1,7 @@
 //! The values a config gets for the keys it omits (documented in the README's config reference).
 use std::time::Duration;
 
-use crate::{Models, Sandbox};
+use crate::{Models, Questions, Sandbox};
 
 pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
@@ -25,5 +25,15 @@ pub(crate) fn sandbox() -> Sandbox {
         memory: "4g".into(),
         pids_limit: 1024,
         mounts: Vec::new(),
+    }
+}
+
+pub(crate) fn questions() -> Questions {
+    Questions {
+        poll_backoff: [5 * 60, 15 * 60, 30 * 60, 60 * 60]
+            .map(Duration::from_secs)
+            .to_vec(),
+        timeout: Duration::from_secs(24 * 60 * 60),
+        responders: Vec::new(),
     }
 }

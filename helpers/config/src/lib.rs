@@ -45,6 +45,7 @@ pub struct Config {
     pub review: Review,
     pub budget: Budget,
     pub cluster: Cluster,
+    pub questions: Questions,
 }
 
 /// Several orchestrators on one forge: each claims work with a lease the others can see.
@@ -65,6 +66,20 @@ impl Default for Cluster {
             lease_ttl: defaults::LEASE_TTL,
         }
     }
+}
+
+/// How an agent's question waits for a person.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Questions {
+    /// The waits between reads of the issue's comments; the last repeats.
+    #[serde(serialize_with = "human_durations")]
+    pub poll_backoff: Vec<Duration>,
+    /// How long a question waits before the run records a timeout and says so on the issue.
+    #[serde(serialize_with = "human_duration")]
+    pub timeout: Duration,
+    /// Logins whose replies count besides those with write access to the repository.
+    pub responders: Vec<String>,
 }
 
 /// What work may cost, in US dollars as Claude Code reports it; no key, no limit.
@@ -168,6 +183,17 @@ fn human_duration<S: serde::Serializer>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&humantime::format_duration(*duration))
+}
+
+fn human_durations<S: serde::Serializer>(
+    durations: &[Duration],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(
+        durations
+            .iter()
+            .map(|d| humantime::format_duration(*d).to_string()),
+    )
 }
 
 impl Default for Commands {

@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Cluster, Commands, Config, ConfigError, Models, Review, Sandbox, defaults, forge,
-    image, mounts, suggest,
+    Budget, Cluster, Commands, Config, ConfigError, Models, Questions, Review, Sandbox, defaults,
+    forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -26,6 +26,7 @@ const TOP_KEYS: &[&str] = &[
     "review",
     "budget",
     "cluster",
+    "questions",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
@@ -33,6 +34,7 @@ const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
+const QUESTIONS_KEYS: &[&str] = &["pollBackoff", "timeout", "responders"];
 
 type Span = Option<Range<usize>>;
 
@@ -50,6 +52,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let review = top.section("review", REVIEW_KEYS)?;
     let budget = top.section("budget", BUDGET_KEYS)?;
     let cluster = top.section("cluster", CLUSTER_KEYS)?;
+    let questions = top.section("questions", QUESTIONS_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -169,6 +172,23 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                     .count("rounds", "2")?
                     .unwrap_or(defaults::REVIEW_ROUNDS),
             },
+        },
+        questions: {
+            let default = defaults::questions();
+            match questions {
+                None => default,
+                Some(questions) => Questions {
+                    poll_backoff: questions
+                        .durations("pollBackoff", "[\"5m\", \"15m\", \"30m\", \"1h\"]")?
+                        .unwrap_or(default.poll_backoff),
+                    timeout: questions
+                        .duration("timeout", "\"24h\"")?
+                        .unwrap_or(default.timeout),
+                    responders: questions
+                        .logins("responders", "[\"alice\"]")?
+                        .unwrap_or(default.responders),
+                },
+            }
         },
     })
 }
@@ -353,6 +373,100 @@ impl<'a> Section<'a> {
                 self.assignment(key, example)
             ),
         ))
+    }
+
+    /// A non-empty list of durations, each at least one second.
+    fn durations(&self, key: &str, example: &str) -> Result<Option<Vec<Duration>>, ConfigError> {
+        let Some(entries) = self.strings(key, example)? else {
+            return Ok(None);
+        };
+        if entries.is_empty() {
+            return Err(self.source.error(
+                self.table.get(key).and_then(|item| item.span()),
+                format!(
+                    "`{}` is empty; write e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        let mut durations = Vec::with_capacity(entries.len());
+        for (text, span) in entries {
+            match humantime::parse_duration(&text) {
+                Ok(duration) if duration >= Duration::from_secs(1) => durations.push(duration),
+                _ => {
+                    return Err(self.source.error(
+                        span,
+                        format!(
+                            "`{}` entry \"{text}\" is not a duration of at least one second; write e.g. {} (units: s, m, h, d)",
+                            self.qualified(key),
+                            self.assignment(key, example)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Some(durations))
+    }
+
+    /// A list of forge logins.
+    fn logins(&self, key: &str, example: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        let Some(entries) = self.strings(key, example)? else {
+            return Ok(None);
+        };
+        let mut logins = Vec::with_capacity(entries.len());
+        for (login, span) in entries {
+            let valid = !login.is_empty()
+                && login
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if !valid {
+                return Err(self.source.error(
+                    span,
+                    format!(
+                        "`{}` entry \"{login}\" is not a forge login; write e.g. {}",
+                        self.qualified(key),
+                        self.assignment(key, example)
+                    ),
+                ));
+            }
+            logins.push(login);
+        }
+        Ok(Some(logins))
+    }
+
+    /// A list of strings, each with where it is.
+    fn strings(
+        &self,
+        key: &str,
+        example: &str,
+    ) -> Result<Option<Vec<(String, Span)>>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "a list of strings")? else {
+            return Ok(None);
+        };
+        let Some(entries) = value.as_array() else {
+            return Err(self.wrong_type(
+                key,
+                span,
+                value_kind(value),
+                "a list of strings",
+                example,
+            ));
+        };
+        entries
+            .iter()
+            .map(|entry| match entry.as_str() {
+                Some(text) => Ok((text.to_string(), entry.span())),
+                None => Err(self.wrong_type(
+                    key,
+                    entry.span(),
+                    value_kind(entry),
+                    "a list of strings",
+                    example,
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// A docker `--memory` size: a number with an optional b/k/m/g/t/p unit, not zero (which

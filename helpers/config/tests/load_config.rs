@@ -73,6 +73,7 @@ fn defaults() -> Value {
         "review": { "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
+        "questions": { "pollBackoff": ["5m", "15m", "30m", "1h"], "timeout": "1day", "responders": [] },
     })
 }
 
@@ -118,6 +119,10 @@ maxCostPerRun = 20
 [cluster]
 id = "builder-2"
 leaseTtl = "90s"
+[questions]
+pollBackoff = ["2s", "1m"]
+timeout = "2h"
+responders = ["bob", "carol.x"]
 "#;
     assert_eq!(
         resolved(toml),
@@ -144,6 +149,7 @@ leaseTtl = "90s"
             "review": { "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
             "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
+            "questions": { "pollBackoff": ["2s", "1m"], "timeout": "2h", "responders": ["bob", "carol.x"] },
         })
     );
 }
@@ -249,6 +255,15 @@ fn each_error_class_is_one_line_with_location_and_fix() {
              write e.g. `maxCostPerIssue = 5.0` in [budget]",
         ),
         (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\npollBackoff = [\"5m\", \"soon\"]\n",
+            "4:22: `questions.pollBackoff` entry \"soon\" is not a duration of at least one second; \
+             write e.g. `pollBackoff = [\"5m\", \"15m\", \"30m\", \"1h\"]` in [questions] (units: s, m, h, d)",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nresponders = [\"bob smith\"]\n",
+            "4:15: `questions.responders` entry \"bob smith\" is not a forge login; write e.g. `responders = [\"alice\"]` in [questions]",
+        ),
+        (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[budget]\nmaxCostPerRun = \"$50\"\n",
             "4:17: `budget.maxCostPerRun` must be a number, found a string; write e.g. `maxCostPerRun = 50` in [budget]",
         ),
@@ -297,7 +312,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

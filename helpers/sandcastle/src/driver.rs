@@ -5,12 +5,15 @@
 //!
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
 use crate::agent::{AgentOutcome, Ending, SavedSession};
+use crate::asking;
 use crate::context::Context;
 use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
 use crate::git::WorkRepo;
 use crate::plan::branch_for;
+use crate::prompts;
 use crate::publish;
+use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
 use crate::role::{Role, WorkKey};
 use crate::state::{Outcome, Phase, Verdict, WorkState};
@@ -148,7 +151,7 @@ pub fn drive(
             }
         }
         match state.phase {
-            Phase::Work if state.iterations >= max => state.phase = Phase::GaveUp,
+            Phase::Work if state.counted_iterations() >= max => state.phase = Phase::GaveUp,
             Phase::Work => {
                 if ctx.is_stopping() {
                     bail!("{key}: stopped before iteration {}", state.iterations + 1);
@@ -157,6 +160,18 @@ pub fn drive(
                 // The session and the cost are kept even if taking the commits fails.
                 state.save(&ctx.state_dir())?;
                 sandbox.take_commits()?;
+                let asked = match piece {
+                    Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
+                    Piece::Pull(_) => None,
+                };
+                if let Some(asked) = asked {
+                    // A turn that asks does not count against maxIterations.
+                    state.question_turns += 1;
+                    asked_a_question(ctx, key, state, asked);
+                    state.save(&ctx.state_dir())?;
+                    continue;
+                }
+                state.bad_questions = 0;
                 match outcome.ending {
                     Ending::Completed if !committed(piece, repo)? => {
                         state.last_summary = format!(
@@ -191,6 +206,30 @@ pub fn drive(
                 }
             }
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
+            Phase::Waiting => {
+                let Some(waiting) = state.waiting.clone() else {
+                    bail!(
+                        "{key}: its saved state waits for no question: delete its state file to start afresh"
+                    );
+                };
+                match waiting.answer {
+                    Some(answer) => {
+                        ctx.progress.note(&format!(
+                            "{key}: {} answered through {}; the agent goes on",
+                            answer.by, answer.channel
+                        ));
+                        state.nudge = Some(prompts::answer(&waiting.questions, &answer));
+                        state.waiting = None;
+                        state.phase = Phase::Work;
+                    }
+                    None => {
+                        if let Piece::Issue(issue) = piece {
+                            asking::ask(ctx, issue.number, state)?;
+                        }
+                        return Ok(Outcome::Waiting);
+                    }
+                }
+            }
             Phase::Publish => {
                 let pull = publish::publish(ctx, piece, repo, base, state)?;
                 state.pull = Some(pull);
@@ -208,12 +247,56 @@ pub fn drive(
                     return Ok(Outcome::Stopped(why.clone()));
                 }
                 return Ok(Outcome::GaveUp {
-                    iterations: state.iterations,
+                    iterations: state.counted_iterations(),
                 });
             }
         }
         state.save(&ctx.state_dir())?;
     }
+}
+
+/// The agent ended its turn with a `<questions>` block: a valid one waits for a person; the first
+/// unusable one gets a correction turn in the same session, the second ends the work.
+fn asked_a_question(
+    ctx: &Context,
+    key: WorkKey,
+    state: &mut WorkState,
+    asked: Result<Questions, BadQuestions>,
+) {
+    match asked {
+        Ok(questions) => {
+            state.bad_questions = 0;
+            state.nudge = None;
+            state.waiting = Some(asking::waiting(
+                questions,
+                &ctx.config.questions.poll_backoff,
+            ));
+            state.phase = Phase::Waiting;
+        }
+        Err(why) if state.bad_questions == 0 => {
+            ctx.progress.note(&format!(
+                "{key}: the agent's <questions> block is unusable ({why}); asking once more"
+            ));
+            state.bad_questions = 1;
+            state.nudge = Some(question_correction(&why));
+        }
+        Err(why) => {
+            state.stopped_by = Some(format!(
+                "the agent's <questions> block was unusable twice: {why}"
+            ));
+            state.phase = Phase::GaveUp;
+        }
+    }
+}
+
+fn question_correction(why: &BadQuestions) -> String {
+    format!(
+        "Your <questions> block could not be used: {why}. If you need a person's decision, end your \
+         message with exactly one corrected block in the documented shape (`<questions issueNumber=\"N\">` \
+         with a <title>, an optional <prose>, and one or more <question>s, each with a <title>, an \
+         optional <prose> and optional <options> of <option>s with a <title> and an optional <prose>; \
+         nothing else). Otherwise go on with the work."
+    )
 }
 
 /// A budget that is spent, checked before every agent turn.
@@ -256,10 +339,11 @@ fn working_turn(
     let role = piece.working_role();
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
+    let counted = state.counted_iterations() + 1;
     let mut outcome = None;
     if let Some(saved) = state.session(role).cloned() {
         if saved.file.is_file() {
-            let prompt = continuation(iteration, max, state.nudge.as_deref());
+            let prompt = continuation(counted, max, state.nudge.as_deref());
             let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
             if refused_resume(&resumed) {
                 ctx.progress.note(&format!(
@@ -279,7 +363,7 @@ fn working_turn(
     let outcome = match outcome {
         Some(outcome) => outcome,
         None => {
-            let iteration_text = iteration.to_string();
+            let iteration_text = counted.to_string();
             let max_text = max.to_string();
             let mut all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
             all.extend([
@@ -296,12 +380,14 @@ fn working_turn(
     state.iterations = iteration;
     match &outcome.ending {
         Ending::Completed => {}
+        // A turn that asks a question says so itself.
+        Ending::Stopped if outcome.result_text.contains("<questions") => {}
         Ending::Stopped => ctx.progress.note(&format!(
-            "{key}: {role} iteration {iteration}/{max} ended without the completion signal; transcript: {}",
+            "{key}: {role} iteration {counted}/{max} ended without the completion signal; transcript: {}",
             outcome.transcript.display()
         )),
         Ending::Failed(why) => ctx.progress.note(&format!(
-            "{key}: {role} iteration {iteration}/{max} failed: {why}"
+            "{key}: {role} iteration {counted}/{max} failed: {why}"
         )),
     }
     if !matches!(outcome.ending, Ending::Failed(_)) {
@@ -433,7 +519,7 @@ fn review(
         &verdict,
         round,
         rounds,
-        state.iterations,
+        state.counted_iterations(),
         ctx.config.max_iterations,
     );
     if !verdict.approved {

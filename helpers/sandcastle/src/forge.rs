@@ -1297,15 +1297,22 @@ mod tests {
     fn comments_are_written_and_read() {
         let (forge, client) = setup();
         let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
-        client
+        let id = client
             .comment(number, "Could not finish: tests fail.")
             .unwrap();
         let comments = client.comments(number).unwrap();
         assert_eq!(comments.len(), 1);
         assert_eq!(
-            (comments[0].body.as_str(), comments[0].author.as_str()),
-            ("Could not finish: tests fail.", "alice")
+            (
+                comments[0].id,
+                comments[0].body.as_str(),
+                comments[0].author.as_str()
+            ),
+            (id, "Could not finish: tests fail.", "alice")
         );
+        client.edit_comment(id, "Edited.").unwrap();
+        assert_eq!(client.comments(number).unwrap()[0].body, "Edited.");
+        assert!(client.edit_comment(id + 100, "x").is_err());
         assert_conforms(&forge);
     }
 

@@ -2,6 +2,7 @@
 //! (Claude Code) work on Forgejo issues in Docker sandboxes; the orchestrator owns every push and
 //! every forge change.
 mod agent;
+mod asking;
 mod checkout;
 mod claims;
 mod context;
@@ -19,6 +20,7 @@ mod planning;
 mod progress;
 mod prompts;
 mod publish;
+mod questions;
 mod report;
 mod reviews;
 mod role;
@@ -27,6 +29,7 @@ mod sandbox;
 mod secrets;
 mod state;
 mod stream;
+mod waiting_cmd;
 mod work_sandbox;
 
 use clap::{Parser, Subcommand};
@@ -62,6 +65,17 @@ enum Command {
     Plan,
     /// Check config, .env, Docker, the image, the forge and its labels; one line each, with the fix.
     Doctor,
+    /// List the agents' questions that wait for a person: issue, age, channels, where to answer.
+    Questions,
+    /// Answer issue N's waiting question as the local maintainer: `1`, `2: because …` or free text,
+    /// one line per question.
+    Answer {
+        #[arg(value_name = "N")]
+        issue: u64,
+        /// The answer; several words are joined with spaces.
+        #[arg(required = true, value_name = "TEXT")]
+        text: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -79,6 +93,10 @@ fn main() -> ExitCode {
         Some(Command::Run { once, issue }) => run::run(&project, once, issue),
         Some(Command::Plan) => run::plan(&project),
         Some(Command::Doctor) => doctor::doctor(&project),
+        Some(Command::Questions) => waiting_cmd::list(&project),
+        Some(Command::Answer { issue, text }) => {
+            waiting_cmd::answer(&project, issue, &text.join(" "))
+        }
     });
     match result {
         Ok(code) => code,

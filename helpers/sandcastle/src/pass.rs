@@ -1,5 +1,6 @@
 //! One pass of the loop: the PR rework lane, then planning, then implementation, each lane running up
 //! to `maxConcurrency` pieces of work at once.
+use crate::asking::{self, Poll};
 use crate::claims::{self, Claimed};
 use crate::context::Context;
 use crate::driver::{Piece, work_on};
@@ -26,6 +27,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     let base = ctx.forge.default_branch()?;
     let mut summary = PassSummary::default();
     finish_publishing(ctx, &base, &mut summary)?;
+    answered_questions(ctx, &base, &mut summary)?;
     let pulls = ctx.forge.open_pulls()?;
 
     if only_issue.is_none() {
@@ -77,6 +79,38 @@ fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Re
         .chain(issues.iter().map(Piece::Issue))
         .collect();
     run_parallel(ctx, pieces, base, summary);
+    Ok(())
+}
+
+/// Issues waiting for a person: each question's answer is looked for (with backoff), its timeout
+/// recorded; answered issues go on first. A waiting issue has `needs-info`, so it is no candidate:
+/// nothing else would take it up again.
+fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> Result<()> {
+    let mut answered = Vec::new();
+    for mut state in WorkState::all_waiting(&ctx.state_dir())? {
+        let Some(WorkKey::Issue(number)) = WorkKey::from_slug(&state.slug) else {
+            continue;
+        };
+        let key = WorkKey::Issue(number).to_string();
+        match asking::poll(ctx, number, &mut state)? {
+            Poll::Answered => answered.push(ctx.forge.issue(number)?),
+            Poll::Pending => {}
+            Poll::TimedOut => {
+                let line = format!(
+                    "question timed out after {} (commented; needs-info kept)",
+                    humantime::format_duration(ctx.config.questions.timeout)
+                );
+                ctx.report.set_outcome(&key, &line);
+                ctx.progress.finish(&key, &line);
+            }
+        }
+    }
+    run_parallel(
+        ctx,
+        answered.iter().map(Piece::Issue).collect(),
+        base,
+        summary,
+    );
     Ok(())
 }
 

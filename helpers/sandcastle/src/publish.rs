@@ -117,7 +117,7 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
             Some(budget) => format!("sandcastle stopped this: {budget}"),
             None => format!(
                 "sandcastle did not complete this in {} iteration(s)",
-                state.iterations
+                state.counted_iterations()
             ),
         };
         let body = format!(
@@ -141,24 +141,25 @@ pub fn stopped_for_the_run(ctx: &Context, key: WorkKey, why: &str) -> Result<()>
     let marker = format!("<!-- sandcastle:run-budget {} -->", ctx.run_id);
     let body =
         format!("sandcastle stopped work on this for now: {why}. A later run goes on from here.");
-    post_once(ctx, number, &marker, &body)
+    post_once(ctx, number, &marker, &body).map(|_| ())
 }
 
 /// Posts `body` with `marker` on `number`, unless a comment of sandcastle's already carries the
-/// marker: a run stopped right after posting never posts it twice.
-fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result<()> {
+/// marker: a run stopped right after posting never posts it twice. The comment's id.
+pub fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result<i64> {
     let posted = ctx
         .forge
         .comments(number)?
-        .iter()
-        .any(|c| c.author == ctx.login && c.body.contains(marker));
-    if !posted {
-        ctx.forge
+        .into_iter()
+        .find(|c| c.author == ctx.login && c.body.contains(marker));
+    match posted {
+        Some(comment) => Ok(comment.id),
+        None => ctx
+            .forge
             .comment(
                 number,
                 &format!("{body}\n\n— sandcastle `{}`\n{marker}", ctx.id),
             )
-            .context("cannot comment on the forge")?;
+            .context("cannot comment on the forge"),
     }
-    Ok(())
 }

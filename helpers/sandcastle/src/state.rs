@@ -1,6 +1,7 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
+use crate::questions::{Questions, Reply};
 use crate::role::Role;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,8 @@ pub enum Phase {
     Review,
     /// The orchestrator pushes and updates the forge.
     Publish,
+    /// The working agent asked a person (`waiting`); its container is gone until the answer comes.
+    Waiting,
     /// Published.
     Done,
     /// No completion within `maxIterations`; the forge has been told (`told_forge`).
@@ -27,6 +30,59 @@ pub enum Phase {
 pub struct Revision {
     pub updated_at: String,
     pub comments: u64,
+}
+
+/// A question an agent asked, waiting for its answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    /// Marks the forge comment that asks it, so a resumed run never posts it twice.
+    pub id: String,
+    pub questions: Questions,
+    pub asked_at: jiff::Timestamp,
+    /// Where it was asked.
+    pub channels: Vec<Channel>,
+    /// The forge comment asking it, once posted.
+    pub comment: Option<i64>,
+    /// Reads of the issue's comments so far, and when the next one is due.
+    pub polls: u32,
+    pub next_poll: jiff::Timestamp,
+    /// Replies that did not count (not a writer, or not an answer), each said once.
+    pub ignored: Vec<i64>,
+    /// The timeout was recorded and said on the issue.
+    pub timed_out: bool,
+    /// The first valid answer, saved before it is delivered.
+    pub answer: Option<Answer>,
+}
+
+/// Where a question was asked or answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Channel {
+    /// A comment on the issue.
+    Forge,
+    /// `sandcastle answer` on the maintainer's machine.
+    CommandLine,
+}
+
+impl std::fmt::Display for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Channel::Forge => "the forge",
+            Channel::CommandLine => "the command line (`sandcastle answer`)",
+        })
+    }
+}
+
+/// Who answered, through which channel, when, and what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    pub by: String,
+    pub channel: Channel,
+    pub at: jiff::Timestamp,
+    /// One per question, in order.
+    pub replies: Vec<Reply>,
 }
 
 /// The reviewer's last word: approved (the completion signal) or not, with its summary or findings.
@@ -43,8 +99,18 @@ pub struct WorkState {
     pub slug: String,
     pub branch: String,
     pub phase: Phase,
-    /// Iterations finished in the `Work` phase.
+    /// Turns finished in the `Work` phase; those that asked a question (`question_turns`) do not
+    /// count against `maxIterations`.
     pub iterations: u32,
+    #[serde(default)]
+    pub question_turns: u32,
+    /// Unusable `<questions>` blocks in a row: the first gets a correction turn, the second ends
+    /// the work.
+    #[serde(default)]
+    pub bad_questions: u32,
+    /// The question waiting for its answer (phase `Waiting`).
+    #[serde(default)]
+    pub waiting: Option<Waiting>,
     /// The last result text of the working agent.
     pub last_summary: String,
     /// The latest saved session of each role, resumable in a fresh container.
@@ -88,6 +154,9 @@ impl WorkState {
             branch: branch.to_string(),
             phase: Phase::Work,
             iterations: 0,
+            question_turns: 0,
+            bad_questions: 0,
+            waiting: None,
             last_summary: String::new(),
             sessions: Vec::new(),
             nudge: None,
@@ -134,6 +203,13 @@ impl WorkState {
     /// Every saved state whose work still has something to tell the forge: half-published work,
     /// and work given up whose comment is not known to be posted.
     pub fn unpublished(dir: &Path) -> Result<Vec<WorkState>> {
+        Self::all_where(dir, |state| {
+            state.phase == Phase::Publish || (state.phase == Phase::GaveUp && !state.told_forge)
+        })
+    }
+
+    /// Every saved state that `keep` keeps, by slug.
+    fn all_where(dir: &Path, keep: impl Fn(&WorkState) -> bool) -> Result<Vec<WorkState>> {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -146,14 +222,23 @@ impl WorkState {
                 continue;
             };
             if let Some(state) = Self::load(dir, slug)?
-                && (state.phase == Phase::Publish
-                    || (state.phase == Phase::GaveUp && !state.told_forge))
+                && keep(&state)
             {
                 states.push(state);
             }
         }
         states.sort_by(|a, b| a.slug.cmp(&b.slug));
         Ok(states)
+    }
+
+    /// Every saved state waiting for an answer.
+    pub fn all_waiting(dir: &Path) -> Result<Vec<WorkState>> {
+        Self::all_where(dir, |state| state.phase == Phase::Waiting)
+    }
+
+    /// Iterations that count against `maxIterations`.
+    pub fn counted_iterations(&self) -> u32 {
+        self.iterations.saturating_sub(self.question_turns)
     }
 
     fn finished(&self) -> bool {
@@ -247,10 +332,12 @@ pub enum Outcome {
     GaveUp {
         iterations: u32,
     },
-    /// Stopped short by a budget: why.
+    /// Stopped short by a budget or an unusable question: why.
     Stopped(String),
     /// Another orchestrator holds the work's claim: its id.
     HeldBy(String),
+    /// The agent asked a person; the work goes on when the answer comes.
+    Waiting,
 }
 
 impl std::fmt::Display for Outcome {
@@ -263,6 +350,7 @@ impl std::fmt::Display for Outcome {
             }
             Outcome::Stopped(why) => write!(f, "stopped: {why}; commented"),
             Outcome::HeldBy(holder) => write!(f, "left to {holder}, which holds its claim"),
+            Outcome::Waiting => f.write_str("asked a person; waiting for the answer"),
         }
     }
 }

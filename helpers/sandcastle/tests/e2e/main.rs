@@ -4,6 +4,7 @@ mod cluster;
 mod driver;
 mod faults;
 mod harness;
+mod questions;
 mod spend;
 mod trust;
 
