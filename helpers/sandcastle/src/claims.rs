@@ -150,6 +150,11 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// The claim comment this lease holds.
+    pub fn comment(&self) -> i64 {
+        self.comment
+    }
+
     fn hold(forge: Forge, comment: i64, id: String, ttl: Duration) -> Lease {
         let (stop, stopped) = mpsc::channel::<()>();
         let renewing = forge.clone();

@@ -42,6 +42,8 @@ pub struct Context {
     pub stopping: AtomicBool,
     /// The planner's last answer, so it is asked again only when the candidates change.
     pub plan_memo: Mutex<Option<PlanMemo>>,
+    /// The claim comments this run holds, released by a stop as well as when the work returns.
+    pub held_claims: Mutex<Vec<i64>>,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -152,6 +154,7 @@ impl Context {
             progress,
             stopping: AtomicBool::new(false),
             plan_memo: Mutex::new(None),
+            held_claims: Mutex::new(Vec::new()),
         })
     }
 

@@ -123,8 +123,14 @@ fn claimed(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
     let ttl = ctx.config.cluster.lease_ttl;
     match claims::claim(&ctx.forge, &ctx.login, &ctx.id, ttl, number)? {
         Claimed::Theirs(theirs) => Ok(Outcome::HeldBy(theirs.holder)),
-        // Released when the work returns: published, given up, waiting, or failed.
-        Claimed::Ours(_lease) => work_on(ctx, piece, base),
+        // Released when the work returns (published, given up, waiting, or failed), or by a stop.
+        Claimed::Ours(lease) => {
+            let held = || ctx.held_claims.lock().unwrap_or_else(|e| e.into_inner());
+            held().push(lease.comment());
+            let outcome = work_on(ctx, piece, base);
+            held().retain(|c| *c != lease.comment());
+            outcome
+        }
     }
 }
 

@@ -130,6 +130,20 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
                 ctx.progress
                     .note(&format!("could not remove every container: {e:#}"));
             }
+            // Other orchestrators need not wait for these leases to run out.
+            for claim in ctx
+                .held_claims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                if let Err(e) = ctx.forge.delete_comment(*claim) {
+                    ctx.progress.note(&format!(
+                        "could not release a claim: {}",
+                        ctx.redactor.error(&e)
+                    ));
+                }
+            }
             finish(&ctx);
             std::process::exit(128 + signal);
         }

@@ -180,6 +180,10 @@ fn a_stopped_run_resumes_the_same_session() {
     )
     .unwrap();
     assert!(!first.wait().unwrap().success());
+    assert!(
+        h.comments_of(issue).is_empty(),
+        "the stop released its claim for other orchestrators"
+    );
     let state_file = h.project().join(".sandcastle/logs/state/issue-1.json");
     let state: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
     let session = state["sessions"][0][1]["session_id"]
