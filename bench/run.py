@@ -327,8 +327,9 @@ def startup(work, runs):
         times = []
         for _ in range(n):
             t = time.perf_counter()
-            subprocess.run([str(a) for a in argv], cwd=cwd, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=True)
+            if subprocess.run([str(a) for a in argv], cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode:
+                raise BenchError(f"`{' '.join(map(str, argv))}` failed")
             times.append(time.perf_counter() - t)
         return spread(times)
 
@@ -339,7 +340,7 @@ def startup(work, runs):
     peer_main = PEER / "node_modules" / "@ai-hero" / "sandcastle" / "dist" / "main.js"
     return {
         "ours_help": best([RELEASE / "sandcastle", "--help"]),
-        "ours_load_config": best([RELEASE / "load-config", project]),
+        "ours_load_config": best([RELEASE / "load-config", project / ".sandcastle" / "config.toml"]),
         "peer_import": best(["node", "-e", 'await import("@ai-hero/sandcastle")', "--input-type=module"],
                             cwd=PEER, n=max(5, runs // 3)),
         "peer_help": best(["node", peer_main, "--help"], cwd=PEER, n=max(5, runs // 3)),
@@ -360,6 +361,8 @@ def ratio(a, b):
 
 
 def med(d, *path):
+    if d is None:
+        return None
     for key in path:
         d = d.get(key) if isinstance(d, dict) else None
         if d is None:
@@ -568,6 +571,8 @@ def main():
             "real": real,
             "elapsed_s": round(time.time() - started),
         }
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
         table = report(result)
         print("\n" + table)
         write(args.out, result, table)
