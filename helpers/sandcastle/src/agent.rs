@@ -4,7 +4,9 @@
 //! `idle_timeout` without output, or `exit_grace` after the result. Giving up kills the `docker exec`
 //! client; after every iteration, every process of the agent user inside the container is killed
 //! too: killing the client alone would leave Claude Code (and whatever the agent started in the
-//! background) running in a container that the next iteration reuses.
+//! background) running in a container that the next iteration reuses. When Claude Code exits by
+//! itself, that cleanup runs in the same `docker exec`, after it (one Docker call fewer per
+//! iteration); when the host gave up, or the cleanup cannot vouch for itself, it is its own exec.
 use crate::role::Role;
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
@@ -91,7 +93,8 @@ pub fn run(
     let mut transcript = std::fs::File::create(&transcript_path)
         .with_context(|| format!("cannot write the transcript {}", transcript_path.display()))?;
 
-    if let Some(saved) = run.resume {
+    // A session this container already holds as the host last took it out needs no copy in.
+    if let Some(saved) = run.resume.filter(|s| !sandbox.holds_session(&s.session_id)) {
         sandbox
             .copy_in(&saved.file, &session_path_in_container(&saved.session_id))
             .with_context(|| {
@@ -103,6 +106,10 @@ pub fn run(
     }
 
     let mut argv = vec![
+        "sh",
+        "-c",
+        RUN_AGENT,
+        "sh",
         "claude",
         "--print",
         "--verbose",
@@ -169,12 +176,21 @@ pub fn run(
         let _ = child.kill();
         let _ = child.wait();
     }
-    let killed = kill_agent_processes(sandbox);
+    // The exec's own cleanup ran and left nothing when it exits with Claude Code's status (at most
+    // 125); anything else (the host gave up, the cleanup failed or was killed) stops them here.
+    let killed = match status.and_then(|s| s.code()) {
+        Some(0..=AGENT_STATUS_MAX) => Ok(()),
+        _ => kill_agent_processes(sandbox),
+    };
     let stderr = redact.redact(&pipes.finish());
     let session = seen
         .session_id
         .as_deref()
         .and_then(|id| save_session(sandbox, id, &sessions_dir, redact));
+    if let (Ok(()), Some(saved)) = (&killed, &session) {
+        // Nothing of the agent runs any more to change the file after it was taken out.
+        sandbox.note_session(&saved.session_id);
+    }
 
     let usage = seen
         .result
@@ -402,40 +418,47 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 /// container's entrypoint (`sleep infinity`, the first process `docker-init` started: the lowest pid
 /// whose parent is 1; `docker exec` processes have parent 0, and orphans, reparented to 1, come
 /// later). Then it waits, up to five seconds, until none is left but zombies.
-const KILL_AGENT_PROCESSES: &str = r#"parent() { while read -r key value; do [ "$key" = PPid: ] && echo "$value" && return; done < "/proc/$1/status"; } 2>/dev/null
-others() {
-  alive=
-  for status in /proc/[0-9]*/status; do
-    pid=${status#/proc/}; pid=${pid%/status}
-    case $pid in 1|$$|$keep) continue ;; esac
-    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive="$alive $pid"
-  done
-}
-keep=0
-for status in /proc/[0-9]*/status; do
-  pid=${status#/proc/}; pid=${pid%/status}
-  if [ "$pid" != 1 ] && [ "$(parent "$pid")" = 1 ] && { [ "$keep" = 0 ] || [ "$pid" -lt "$keep" ]; }; then keep=$pid; fi
-done
-i=0
-while [ $i -lt 50 ]; do
-  others
-  [ -z "$alive" ] && exit 0
-  kill -KILL $alive 2>/dev/null
-  sleep 0.1; i=$((i+1))
-done
-echo "processes $alive of the agent are still running after kill -KILL" >&2
-exit 1"#;
+const KILL_AGENT_PROCESSES: &str = concat!(
+    "done_status=0 failed_status=1\n",
+    include_str!("agent/kill_agent_processes.sh")
+);
+
+/// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
+const AGENT_STATUS_MAX: i32 = 125;
+
+/// `sh -c RUN_AGENT sh claude ARGS…`: Claude Code, then, once it has exited, the cleanup of
+/// [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is spared, being `$$`). Exits with
+/// Claude Code's status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left
+/// nothing; 126 when it could not.
+const RUN_AGENT: &str = concat!(
+    "\"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
+    include_str!("agent/kill_agent_processes.sh")
+);
 
 /// An error when the agent's processes may still be running: the caller must not hand this
 /// container to another turn as if it were quiet.
+///
+/// When the host gave up on a turn, the turn's own cleanup ([`RUN_AGENT`]) may be running at the
+/// same time and kill this one as a process of the agent user: it is tried again, three times in
+/// all, since that cleanup ends as soon as nothing else is left.
 pub fn kill_agent_processes(sandbox: &Sandbox) -> Result<()> {
-    crate::sandbox::output(
-        sandbox
-            .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
-            .stdin(Stdio::null()),
-        "docker exec (stop the agent's processes)",
-    )
-    .map(drop)
+    let mut attempt = 1;
+    loop {
+        let result = crate::sandbox::output(
+            sandbox
+                .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
+                .stdin(Stdio::null()),
+            "docker exec (stop the agent's processes)",
+        );
+        match result {
+            Ok(_) => return Ok(()),
+            Err(_) if attempt < 3 => {
+                attempt += 1;
+                thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The largest session file taken out of a sandbox.

@@ -60,6 +60,9 @@ pub struct TeaLogin<'a> {
 pub struct Sandbox {
     id: String,
     env: Vec<(String, String)>,
+    /// Sessions whose file in the container is the one the host last took out of it (so a resume
+    /// in this container needs no copy in).
+    sessions: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Sandbox {
@@ -69,6 +72,7 @@ impl Sandbox {
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let id = output(Command::new("docker").args(run_args(spec)?), "docker run")?;
         let sandbox = Sandbox {
+            sessions: Default::default(),
             id,
             env: spec.env.to_vec(),
         };
@@ -183,6 +187,19 @@ impl Sandbox {
             .stdin(file);
         let limit = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
         output_within(&mut command, "docker exec (copy into the sandbox)", limit).map(drop)
+    }
+
+    /// Whether the container holds `session_id`'s file as the host last took it out.
+    pub fn holds_session(&self, session_id: &str) -> bool {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.contains(session_id)
+    }
+
+    /// Records that the host took `session_id`'s file out of this container after its agent's
+    /// processes were stopped.
+    pub fn note_session(&self, session_id: &str) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.insert(session_id.to_string());
     }
 
     /// `docker rm -f`.
@@ -518,6 +535,7 @@ mod tests {
         let sandbox = Sandbox {
             id: "abc123".into(),
             env: vec![("ANTHROPIC_API_KEY".into(), "sk-secret".into())],
+            sessions: Default::default(),
         };
         let command = sandbox.exec_command(&["claude", "-p", "-"]);
         let args: Vec<_> = command.get_args().map(|a| a.to_str().unwrap()).collect();
