@@ -284,6 +284,154 @@ def run_ours(work, docker, image, workload, log, env_extra=None):
         docker.sweep()
 
 
+# --- W8 on one host and on two: a second Docker engine on this machine stands in for a second host
+
+
+class SecondEngine:
+    """A second `dockerd` on its own socket and data root, with `image` loaded: a second host."""
+
+    def __init__(self, image):
+        self.root = Path(tempfile.mkdtemp(prefix="scb2-", dir="/tmp"))
+        self.host = f"unix://{self.root}/d.sock"
+        self.log = open(self.root / "dockerd.log", "w")
+        self.proc = subprocess.Popen(
+            ["dockerd", "--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false",
+             "-H", self.host, "--data-root", self.root / "data", "--exec-root", self.root / "x",
+             "--pidfile", self.root / "d.pid"],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        env = {**os.environ, "DOCKER_HOST": self.host}
+        for _ in range(300):
+            if subprocess.run(["docker", "version"], env=env, capture_output=True).returncode == 0:
+                break
+            if self.proc.poll() is not None:
+                raise BenchError(f"the second dockerd exited; log: {self.root / 'dockerd.log'}")
+            time.sleep(0.1)
+        else:
+            self.close()
+            raise BenchError("the second dockerd did not answer within 30 s")
+        saved = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        loaded = subprocess.run(["docker", "load", "-q"], stdin=saved.stdout, env=env, capture_output=True)
+        saved.wait()
+        if saved.returncode or loaded.returncode:
+            self.close()
+            raise BenchError(f"cannot load {image} into the second engine: {loaded.stderr.decode()[-200:]}")
+
+    def close(self):
+        env = {**os.environ, "DOCKER_HOST": self.host}
+        ids = sh("docker", "ps", "-aq", env=env, check=False).split()
+        if ids:
+            sh("docker", "rm", "-f", *ids, env=env, check=False)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        # dockerd leaves its network namespace handle mounted under its exec root.
+        for line in Path("/proc/mounts").read_text().splitlines()[::-1]:
+            target = line.split()[1]
+            if target.startswith(str(self.root)):
+                sh("umount", "-l", target, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def run_w8_hosts(work, docker, image, engines, log):
+    """W8 (8 issues, concurrency 4 per host) by one orchestrator per engine in `engines` (a
+    DOCKER_HOST, or None for the default), all against one forge, each with its own project:
+    the seconds until every issue has its pull request and every orchestrator has stopped."""
+    env = {"BENCH_COMPLETE": "1", "BENCH_PLAN_MAX": "4"}
+    ours = Ours(work, image, 8, 4, 1, env)
+    try:
+        projects = [ours.project]
+        for n in range(1, len(engines)):
+            other = ours.dir / f"project-{n}"
+            ours.git("clone", "-q", f"{ours.url}/{OWNER}/{NAME}.git", other)
+            for name in ["config.toml", ".env"]:
+                shutil.copy(ours.project / ".sandcastle" / name, other / ".sandcastle" / name)
+            projects.append(other)
+        failures = []
+
+        def host(project, engine):
+            env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
+            # `run --once` until the forge has every pull request: a pass takes at most
+            # maxConcurrency issues, and work the other host claimed is left to it.
+            for _ in range(6):
+                if ours.pulls() >= 8:
+                    return
+                _, _, code = timed([RELEASE / "sandcastle", "-C", project, "run", "--once"],
+                                   env=env, stdout_path=f"{log}.{Path(project).name}")
+                if code != 0:
+                    failures.append(f"{Path(project).name} exited {code}")
+                    return
+
+        start = time.perf_counter()
+        threads = [threading.Thread(target=host, args=(p, e)) for p, e in zip(projects, engines)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - start
+        if failures or ours.pulls() != 8:
+            raise BenchError(f"W8 on {len(engines)} host(s): {failures or ours.pulls()} ; logs: {log}.*")
+        return seconds
+    finally:
+        ours.close()
+        docker.sweep()
+
+
+def hosts(args, runs):
+    """`--hosts`: W8 on one host against W8 on two, written to HOSTS.md and hosts.json."""
+    work = Path(tempfile.mkdtemp(prefix="scbench-"))
+    docker = Docker(f"bench-{os.getpid()}")
+    second = None
+    try:
+        stub = docker.build("Dockerfile.stub", "scbench-stub", BASE_IMAGE)
+        print("bench: a second Docker engine, as a second host", flush=True)
+        second = SecondEngine(stub)
+        walls = {}
+        for label, engines in [("one host", [None]), ("two hosts", [None, second.host])]:
+            times = []
+            for i in range(runs):
+                print(f"bench: W8 on {label}, run {i + 1}/{runs}", flush=True)
+                times.append(run_w8_hosts(work, docker, stub, engines, work / f"w8-{len(engines)}-{i}.log"))
+            walls[label] = spread(times)
+        result = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(),
+            "command": "python3 bench/run.py --hosts" + (f" --runs {args.runs}" if args.runs != 5 else ""),
+            "w8_hosts_wall_s": {"one_host": walls["one host"], "two_hosts": walls["two hosts"]},
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "hosts.json").write_text(json.dumps(result, indent=2) + "\n")
+        one, two = walls["one host"], walls["two hosts"]
+        table = (
+            "| W8, 8 issues, maxConcurrency 4 per host | wall s (min / median / max) |\n|---|---|\n"
+            f"| one host | {fmt_s(one)} |\n| two hosts (two Docker engines on this machine) | {fmt_s(two)} |\n"
+            f"| two hosts / one host (medians) | {two['median'] / one['median']:.2f}× |\n"
+        )
+        print("\n" + table)
+        (args.out / "HOSTS.md").write_text(
+            f"# W8 on one host and on two\n\nGenerated by `{result['command']}` on {result['date']}, "
+            f"{runs} run(s) each.\n\n- machine: {result['machine']}\n\n{table}\n"
+            "Each host is one `sandcastle` with its own project directory against the same forge, each "
+            "running `run --once` until every issue has its pull request; the second host's sandboxes run "
+            "on a second `dockerd` on this machine (`DOCKER_HOST`). The hosts share this machine's cores, "
+            "so on a CPU-bound machine two hosts cannot be faster than one; on two machines each host "
+            "brings its own. Claims on the forge keep them from working on the same issue.\n"
+        )
+        print(f"bench: wrote {args.out / 'HOSTS.md'} and {args.out / 'hosts.json'}")
+    except BenchError as e:
+        die(str(e))
+    finally:
+        if second:
+            second.close()
+        docker.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # --- the peer: bench/peer/drive.mjs -------------------------------------------------------------
 
 
@@ -461,6 +609,9 @@ def main():
                              "`docker stop` per iteration), one run with the real Claude Code")
     parser.add_argument("--runs", type=int, default=5, help="runs per workload (default 5; --quick: 2)")
     parser.add_argument("--no-real", action="store_true", help="skip the real Claude Code workload")
+    parser.add_argument("--hosts", action="store_true",
+                        help="only W8 on one host against W8 on two (a second dockerd on this machine), "
+                             "written to HOSTS.md and hosts.json")
     parser.add_argument("--out", type=Path, default=BENCH,
                         help="where RESULTS.md and results.json go (default bench/)")
     args = parser.parse_args()
@@ -480,6 +631,8 @@ def main():
     if subprocess.run(["cargo", "build", "--release", "-q", "-p", "sandcastle", "-p", "sandcastle-config",
                        "-p", "fake-forge", "-p", "fake-anthropic"], cwd=ROOT).returncode:
         die("cargo build --release failed (above)")
+    if args.hosts:
+        return hosts(args, runs)
     if not (PEER / "node_modules" / "@ai-hero" / "sandcastle").is_dir():
         print("bench: npm ci in bench/peer (the peer, pinned by package-lock.json)", flush=True)
         if subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PEER).returncode:
