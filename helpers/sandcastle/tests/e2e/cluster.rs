@@ -1,20 +1,12 @@
 //! Two orchestrators with separate project directories on one forge, as on two hosts: claims on the
 //! forge keep them from doubling work. (Claims racing from three orchestrators, twenty rounds, are
 //! `claims::tests`.)
-use crate::harness::{Harness, docker_or_skip};
+use crate::harness::{Harness, docker_or_skip, sigterm};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
-
-fn sigterm(child: &std::process::Child) {
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-}
 
 /// The issues whose implementer ran in a project, from its transcripts.
 fn implemented(files: &[std::path::PathBuf]) -> BTreeSet<String> {

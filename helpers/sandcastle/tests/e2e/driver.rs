@@ -1,6 +1,6 @@
 //! The work driver end to end: agents that remember across iterations and runs, the gate the
 //! orchestrator runs itself, the reviewer's verdict in the pull request, and one redacting sink.
-use crate::harness::{Harness, docker_or_skip};
+use crate::harness::{Harness, docker_or_skip, sigterm};
 use fake_anthropic::RecordedRequest;
 use serde_json::{Value, json};
 
@@ -174,11 +174,7 @@ fn a_stopped_run_resumes_the_same_session() {
     );
     let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
     let mut first = h.start_until(&["run", "--issue", &issue.to_string()], "/tmp/started");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(first.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
+    sigterm(&first);
     assert!(!first.wait().unwrap().success());
     assert!(
         h.comments_of(issue).is_empty(),
@@ -229,26 +225,10 @@ fn a_secret_in_a_commit_subject_never_reaches_the_forge() {
             {"text": format!("Fixed with $ANTHROPIC_API_KEY. {COMPLETE}")}]}]),
         "",
     );
-    h.push_branch("sandcastle/issue-4", "draft.txt", "Draft");
-    let pull = h.post(
-        "/pulls",
-        json!({"title": "Draft", "head": "sandcastle/issue-4", "base": "main", "body": "Closes #4"}),
-    )["number"]
-        .as_u64()
-        .unwrap();
-    let bob = h.forge.add_user("bob");
-    h.forge
-        .add_collaborator(crate::harness::REPO, "bob", "write")
-        .unwrap();
-    h.post_as(
-        &bob,
-        &format!("/pulls/{pull}/reviews"),
+    let pull = h.sent_back_pull(
+        "sandcastle/issue-4",
+        "bob",
         json!({"event": "REQUEST_CHANGES", "body": "Fix it."}),
-    );
-    let ready = h.label_id("ready-for-agent");
-    h.post(
-        &format!("/issues/{pull}/labels"),
-        json!({"labels": [ready]}),
     );
 
     let output = h.sandcastle(&["run", "--once"]);

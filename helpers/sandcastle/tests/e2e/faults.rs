@@ -1,6 +1,6 @@
 //! Faults: a run killed outright, and secrets in the forms tools print them. Real Docker, the real
 //! Claude Code CLI, the scripted model and forge.
-use crate::harness::{Harness, docker_or_skip, stderr_lines};
+use crate::harness::{Harness, docker_or_skip, run_for, stderr_lines};
 use base64::Engine;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -215,21 +215,9 @@ fn git_against_a_forge_that_never_answers_times_out_and_the_loop_goes_on() {
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, text.replace(h.forge.url(), &proxy.url)).unwrap();
 
-    let run = h
-        .command(&["run"])
-        .env("SANDCASTLE_TEST_GIT_TIMEOUT", "3")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(12));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(run.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let output = run.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut run = h.command(&["run"]);
+    run.env("SANDCASTLE_TEST_GIT_TIMEOUT", "3");
+    let stderr = run_for(run, 12);
     let failures: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("pass failed"))

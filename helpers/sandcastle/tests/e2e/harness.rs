@@ -145,6 +145,7 @@ impl Harness {
             self.containers().iter().any(|id| {
                 Command::new("docker")
                     .args(["exec", id, "test", "-f", file])
+                    .stderr(std::process::Stdio::null())
                     .status()
                     .is_ok_and(|s| s.success())
             })
@@ -162,6 +163,29 @@ impl Harness {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
         child
+    }
+
+    /// A pull request sandcastle opened from `branch`, sent back: `review` requested by a user with
+    /// write access (`reviewer`, created here), and labelled `ready-for-agent`. Its number.
+    pub fn sent_back_pull(&self, branch: &str, reviewer: &str, review: Value) -> u64 {
+        self.push_branch(branch, "draft.txt", "First draft");
+        let pull = self.post(
+            "/pulls",
+            json!({"title": "Draft", "head": branch, "base": "main", "body": "Closes #9"}),
+        )["number"]
+            .as_u64()
+            .unwrap();
+        let token = self.forge.add_user(reviewer);
+        self.forge
+            .add_collaborator(REPO, reviewer, "write")
+            .unwrap();
+        self.post_as(&token, &format!("/pulls/{pull}/reviews"), review);
+        let ready = self.label_id("ready-for-agent");
+        self.post(
+            &format!("/issues/{pull}/labels"),
+            json!({"labels": [ready]}),
+        );
+        pull
     }
 
     /// Every implementer prompt the model was sent for `issue`.
@@ -478,4 +502,26 @@ fn log_files_of(project: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     walk(&project.join(".sandcastle/logs"), &mut files);
     files
+}
+
+/// Sends SIGTERM to a `sandcastle` the test started, as Ctrl-C or a service manager would.
+pub fn sigterm(child: &std::process::Child) {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).expect("a child's pid"),
+        rustix::process::Signal::TERM,
+    )
+    .expect("the signal is sent");
+}
+
+/// `command` (a looping `sandcastle run`) for `seconds`, then SIGTERM; its stderr.
+pub fn run_for(mut command: Command, seconds: u64) -> String {
+    let run = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sandcastle starts");
+    std::thread::sleep(std::time::Duration::from_secs(seconds));
+    sigterm(&run);
+    let output = run.wait_with_output().expect("sandcastle ends");
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }

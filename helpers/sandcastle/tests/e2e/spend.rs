@@ -1,9 +1,8 @@
 //! What the loop spends when nothing changes: the planner is asked again only when the candidates
 //! change, and work given up is not taken up again, by this run or a later one, until a person
 //! moves it.
-use crate::harness::{Harness, docker_or_skip};
+use crate::harness::{Harness, docker_or_skip, run_for};
 use serde_json::json;
-use std::time::Duration;
 
 /// An empty plan, `pollInterval = "1s"`, ten seconds of passes: one planner run, not ten.
 #[test]
@@ -16,20 +15,7 @@ fn an_unchanged_candidate_set_is_planned_once() {
         "",
     );
     h.create_issue("Later", "Not now.", &["ready-for-agent"]);
-    let run = h
-        .command(&["run"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(10));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(run.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let output = run.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = run_for(h.command(&["run"]), 10);
     let passes = stderr.matches("pass: looking for work").count();
     assert!(passes >= 3, "the loop kept polling: {stderr}");
     let planner_runs = h
