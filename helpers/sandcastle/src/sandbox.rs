@@ -204,11 +204,7 @@ impl Sandbox {
 
     /// `docker rm -f`.
     pub fn remove(self) -> Result<()> {
-        output(
-            Command::new("docker").args(["rm", "-f", &self.id]),
-            "docker rm",
-        )
-        .map(drop)
+        remove_containers(&[&self.id])
     }
 
     /// The login goes in for this one `docker exec`, by name: `tea`'s config in the sandbox then
@@ -409,11 +405,26 @@ pub fn remove_run(run_id: &str) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
-    output(
-        Command::new("docker").args(["rm", "-f"]).args(&ids),
+    remove_containers(&ids)
+}
+
+/// `docker rm -f`, idempotent: a container already gone, or being removed by another thread of
+/// this run (a stop removes the run's containers while workers remove their own), is no error.
+fn remove_containers(ids: &[&str]) -> Result<()> {
+    match output(
+        Command::new("docker").args(["rm", "-f"]).args(ids),
         "docker rm",
-    )
-    .map(drop)
+    ) {
+        Err(e)
+            if {
+                let text = e.to_string();
+                text.contains("is already in progress") || text.contains("No such container")
+            } =>
+        {
+            Ok(())
+        }
+        done => done.map(drop),
+    }
 }
 
 /// `docker version` answers.
