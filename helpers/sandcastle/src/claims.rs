@@ -77,20 +77,16 @@ fn gone_here(holder: &str) -> bool {
         .is_some_and(|pid| pid != std::process::id().to_string() && sandbox::run_is_dead(holder))
 }
 
-/// The live claim of another orchestrator on `number`, if any.
-pub fn held_by_other(
-    forge: &Forge,
-    login: &str,
-    id: &str,
-    number: u64,
-) -> Result<Option<LiveClaim>> {
-    let claims = live(&forge.comments(number)?, login, jiff::Timestamp::now());
-    Ok(claims.into_iter().find(|c| c.holder != id))
+/// The live claim among `comments` of an orchestrator other than `id`, if any.
+pub fn held_by_other(comments: &[Comment], login: &str, id: &str) -> Option<LiveClaim> {
+    live(comments, login, jiff::Timestamp::now())
+        .into_iter()
+        .find(|c| c.holder != id)
 }
 
 /// Claims `number` for the orchestrator `id` for `ttl`, renewed while the lease is held.
 pub fn claim(forge: &Forge, login: &str, id: &str, ttl: Duration, number: u64) -> Result<Claimed> {
-    if let Some(theirs) = held_by_other(forge, login, id, number)? {
+    if let Some(theirs) = held_by_other(&forge.comments(number)?, login, id) {
         return Ok(Claimed::Theirs(theirs));
     }
     let comment = forge.comment(number, &body(id, ttl))?;

@@ -52,6 +52,14 @@ impl Piece<'_> {
         }
     }
 
+    /// The issue's or pull request's number on the forge.
+    pub fn number(&self) -> u64 {
+        match self {
+            Piece::Issue(issue) => issue.number,
+            Piece::Pull(pull) => pull.number,
+        }
+    }
+
     pub fn branch(&self) -> String {
         match self {
             Piece::Issue(issue) => branch_for(issue.number),

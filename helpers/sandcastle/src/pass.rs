@@ -116,12 +116,8 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
 
 /// Works on `piece` under a claim on the forge, or leaves it to the orchestrator that holds it.
 fn claimed(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
-    let number = match piece.key() {
-        WorkKey::Issue(n) | WorkKey::Pull(n) => n,
-        WorkKey::Plan => unreachable!("the planner is no piece of work"),
-    };
     let ttl = ctx.config.cluster.lease_ttl;
-    match claims::claim(&ctx.forge, &ctx.login, &ctx.id, ttl, number)? {
+    match claims::claim(&ctx.forge, &ctx.login, &ctx.id, ttl, piece.number())? {
         Claimed::Theirs(theirs) => Ok(Outcome::HeldBy(theirs.holder)),
         // Released when the work returns (published, given up, waiting, or failed), or by a stop.
         Claimed::Ours(lease) => {

@@ -63,14 +63,11 @@ pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Result<Vec
 /// not given up on at the revision it has now (nobody has commented, edited or relabelled it since,
 /// so trying again would spend the same money on the same answer; saved, so restarts keep it).
 fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
-    let (WorkKey::Issue(number) | WorkKey::Pull(number)) = key else {
+    let Some(number) = key.number() else {
         return Ok(false);
     };
     let comments = ctx.forge.comments(number)?;
-    if let Some(claim) = claims::live(&comments, &ctx.login, jiff::Timestamp::now())
-        .into_iter()
-        .find(|c| c.holder != ctx.id)
-    {
+    if let Some(claim) = claims::held_by_other(&comments, &ctx.login, &ctx.id) {
         ctx.progress.note(&format!(
             "{key}: held by {} until {}",
             claim.holder, claim.until

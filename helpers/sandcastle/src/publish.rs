@@ -107,9 +107,8 @@ pub fn gate_line(ctx: &Context, state: &WorkState) -> String {
 /// One comment with the agent's last summary; the labels stay. The issue or pull request's revision
 /// after it is kept, so it is not worked on again until a person moves it.
 pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
-    let number = match key {
-        WorkKey::Issue(n) | WorkKey::Pull(n) => n,
-        WorkKey::Plan => return Ok(()),
+    let Some(number) = key.number() else {
+        return Ok(());
     };
     if !state.told_forge {
         let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
@@ -135,7 +134,7 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
 /// The run's budget is spent: one comment on the work saying it stopped for now and a later run
 /// goes on; the saved state stays where it is.
 pub fn stopped_for_the_run(ctx: &Context, key: WorkKey, why: &str) -> Result<()> {
-    let (WorkKey::Issue(number) | WorkKey::Pull(number)) = key else {
+    let Some(number) = key.number() else {
         return Ok(());
     };
     let marker = format!("<!-- sandcastle:run-budget {} -->", ctx.run_id);

@@ -78,6 +78,14 @@ impl WorkKey {
         (key.slug() == slug).then_some(key)
     }
 
+    /// The issue's or pull request's number; the planner's pass has none.
+    pub fn number(self) -> Option<u64> {
+        match self {
+            WorkKey::Issue(n) | WorkKey::Pull(n) => Some(n),
+            WorkKey::Plan => None,
+        }
+    }
+
     /// `plan`, `implement`, `rework`: the lane the progress view shows.
     pub fn lane(self) -> &'static str {
         match self {

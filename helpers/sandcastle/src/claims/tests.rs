@@ -145,11 +145,7 @@ fn only_the_orchestrators_own_login_can_claim() {
     )
     .unwrap();
     let client = Forge::new(fake.url(), REPO, &token);
-    assert!(
-        held_by_other(&client, "bot", "host-a", number)
-            .unwrap()
-            .is_none()
-    );
+    assert!(held_by_other(&client.comments(number).unwrap(), "bot", "host-a").is_none());
     assert!(matches!(
         claim(&client, "bot", "host-a", Duration::from_secs(60), number).unwrap(),
         Claimed::Ours(_)
