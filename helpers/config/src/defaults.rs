@@ -1,7 +1,7 @@
 //! The values a config gets for the keys it omits (documented in the README's config reference).
 use std::time::Duration;
 
-use crate::{Models, Questions, Sandbox};
+use crate::{Clarify, Models, Questions, Sandbox};
 
 pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
@@ -16,6 +16,7 @@ pub(crate) fn models() -> Models {
         implementer: "claude-sonnet-4-6".into(),
         reviewer: "claude-opus-4-8".into(),
         pr_fixer: "claude-sonnet-4-6".into(),
+        assessor: "claude-sonnet-4-6".into(),
     }
 }
 
@@ -35,5 +36,13 @@ pub(crate) fn questions() -> Questions {
             .to_vec(),
         timeout: Duration::from_secs(24 * 60 * 60),
         responders: Vec::new(),
+    }
+}
+
+pub(crate) fn clarify() -> Clarify {
+    Clarify {
+        enabled: true,
+        threshold: 0.8,
+        max_rounds: 5,
     }
 }

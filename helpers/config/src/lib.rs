@@ -46,6 +46,18 @@ pub struct Config {
     pub budget: Budget,
     pub cluster: Cluster,
     pub questions: Questions,
+    pub clarify: Clarify,
+}
+
+/// The assessment of an issue before work starts, and the questions it may ask a person.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Clarify {
+    pub enabled: bool,
+    /// Completeness (0 to 1) from which an issue is clear enough to start work.
+    pub threshold: f64,
+    /// At most this many questions, one a round, before work starts anyway.
+    pub max_rounds: u32,
 }
 
 /// Several orchestrators on one forge: each claims work with a lease the others can see.
@@ -103,6 +115,8 @@ pub struct Models {
     pub implementer: String,
     pub reviewer: String,
     pub pr_fixer: String,
+    /// Scores how complete an issue is before work starts (`[clarify]`).
+    pub assessor: String,
 }
 
 /// Each step is an argv list.

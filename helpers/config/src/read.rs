@@ -8,7 +8,7 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Cluster, Commands, Config, ConfigError, Models, Questions, Review, Sandbox, defaults,
+    Budget, Clarify, Cluster, Commands, Config, ConfigError, Models, Questions, Review, Sandbox, defaults,
     forge, image, mounts, suggest,
 };
 
@@ -27,14 +27,16 @@ const TOP_KEYS: &[&str] = &[
     "budget",
     "cluster",
     "questions",
+    "clarify",
 ];
-const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer"];
+const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
 const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
 const QUESTIONS_KEYS: &[&str] = &["pollBackoff", "timeout", "responders"];
+const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds"];
 
 type Span = Option<Range<usize>>;
 
@@ -53,6 +55,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let budget = top.section("budget", BUDGET_KEYS)?;
     let cluster = top.section("cluster", CLUSTER_KEYS)?;
     let questions = top.section("questions", QUESTIONS_KEYS)?;
+    let clarify = top.section("clarify", CLARIFY_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -119,6 +122,9 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                 pr_fixer: models
                     .word("prFixer", "\"claude-sonnet-4-6\"")?
                     .unwrap_or(models_default.pr_fixer),
+                assessor: models
+                    .word("assessor", "\"claude-sonnet-4-6\"")?
+                    .unwrap_or(models_default.assessor),
             },
         },
         commands: match commands {
@@ -187,6 +193,23 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                     responders: questions
                         .logins("responders", "[\"alice\"]")?
                         .unwrap_or(default.responders),
+                },
+            }
+        },
+        clarify: {
+            let default = defaults::clarify();
+            match clarify {
+                None => default,
+                Some(clarify) => Clarify {
+                    enabled: clarify
+                        .boolean("enabled", "true")?
+                        .unwrap_or(default.enabled),
+                    threshold: clarify
+                        .fraction("threshold", "0.8")?
+                        .unwrap_or(default.threshold),
+                    max_rounds: clarify
+                        .count("maxRounds", "5")?
+                        .unwrap_or(default.max_rounds),
                 },
             }
         },
@@ -332,21 +355,60 @@ impl<'a> Section<'a> {
 
     /// An amount of US dollars above zero, written as an integer or a decimal.
     fn dollars(&self, key: &str, example: &str) -> Result<Option<f64>, ConfigError> {
-        let Some((value, span)) = self.value(key, example, "a number of US dollars")? else {
+        let Some((number, span)) = self.number(key, example, "a number of US dollars")? else {
             return Ok(None);
-        };
-        let number = match (value.as_float(), value.as_integer()) {
-            (Some(float), _) => float,
-            (None, Some(integer)) => integer as f64,
-            (None, None) => {
-                return Err(self.wrong_type(key, span, value_kind(value), "a number", example));
-            }
         };
         if !(number.is_finite() && number > 0.0) {
             return Err(self.source.error(
                 span,
                 format!(
                     "`{}` must be a number of US dollars above 0, found {number}; write e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        Ok(Some(number))
+    }
+
+    /// A number written as an integer or a decimal, and where it is.
+    fn number(
+        &self,
+        key: &str,
+        example: &str,
+        expected: &str,
+    ) -> Result<Option<(f64, Span)>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, expected)? else {
+            return Ok(None);
+        };
+        match (value.as_float(), value.as_integer()) {
+            (Some(float), _) => Ok(Some((float, span))),
+            (None, Some(integer)) => Ok(Some((integer as f64, span))),
+            (None, None) => Err(self.wrong_type(key, span, value_kind(value), "a number", example)),
+        }
+    }
+
+    /// `true` or `false`.
+    fn boolean(&self, key: &str, example: &str) -> Result<Option<bool>, ConfigError> {
+        let Some((value, span)) = self.value(key, example, "a boolean")? else {
+            return Ok(None);
+        };
+        match value.as_bool() {
+            Some(flag) => Ok(Some(flag)),
+            None => Err(self.wrong_type(key, span, value_kind(value), "true or false", example)),
+        }
+    }
+
+    /// A number from 0 to 1, written as a decimal or as 0 or 1.
+    fn fraction(&self, key: &str, example: &str) -> Result<Option<f64>, ConfigError> {
+        let Some((number, span)) = self.number(key, example, "a number from 0 to 1")? else {
+            return Ok(None);
+        };
+        if !(0.0..=1.0).contains(&number) {
+            return Err(self.source.error(
+                span,
+                format!(
+                    "`{}` must be a number from 0 to 1, found {number}; write e.g. {}",
                     self.qualified(key),
                     self.assignment(key, example)
                 ),

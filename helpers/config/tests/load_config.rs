@@ -57,6 +57,7 @@ fn defaults() -> Value {
             "implementer": "claude-sonnet-4-6",
             "reviewer": "claude-opus-4-8",
             "prFixer": "claude-sonnet-4-6",
+            "assessor": "claude-sonnet-4-6",
         },
         "commands": {
             "check": [
@@ -74,6 +75,7 @@ fn defaults() -> Value {
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
         "questions": { "pollBackoff": ["5m", "15m", "30m", "1h"], "timeout": "1day", "responders": [] },
+        "clarify": { "enabled": true, "threshold": 0.8, "maxRounds": 5 },
     })
 }
 
@@ -98,6 +100,7 @@ planner = "p"
 implementer = "i"
 reviewer = "r"
 prFixer = "f"
+assessor = "a"
 
 [commands]
 check = [["npm", "test"], ["npx", "eslint", "."]]
@@ -123,6 +126,10 @@ leaseTtl = "90s"
 pollBackoff = ["2s", "1m"]
 timeout = "2h"
 responders = ["bob", "carol.x"]
+[clarify]
+enabled = false
+threshold = 0.65
+maxRounds = 2
 "#;
     assert_eq!(
         resolved(toml),
@@ -135,7 +142,7 @@ responders = ["bob", "carol.x"]
             "maxConcurrency": 3,
             "idleTimeout": "1h 30m",
             "pollInterval": "45s",
-            "models": { "planner": "p", "implementer": "i", "reviewer": "r", "prFixer": "f" },
+            "models": { "planner": "p", "implementer": "i", "reviewer": "r", "prFixer": "f", "assessor": "a" },
             "commands": {
                 "check": [["npm", "test"], ["npx", "eslint", "."]],
                 "fmt": [["npx", "prettier", "--write", "."]],
@@ -150,6 +157,7 @@ responders = ["bob", "carol.x"]
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
             "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
             "questions": { "pollBackoff": ["2s", "1m"], "timeout": "2h", "responders": ["bob", "carol.x"] },
+            "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2 },
         })
     );
 }
@@ -260,6 +268,18 @@ fn each_error_class_is_one_line_with_location_and_fix() {
              write e.g. `pollBackoff = [\"5m\", \"15m\", \"30m\", \"1h\"]` in [questions] (units: s, m, h, d)",
         ),
         (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[clarify]\nthreshold = 1.5\n",
+            "4:13: `clarify.threshold` must be a number from 0 to 1, found 1.5; write e.g. `threshold = 0.8` in [clarify]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[clarify]\nenabled = \"yes\"\n",
+            "4:11: `clarify.enabled` must be true or false, found a string; write e.g. `enabled = true` in [clarify]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[clarify]\nmaxRounds = 0\n",
+            "4:13: `clarify.maxRounds` must be at least 1, found 0; write e.g. `maxRounds = 5` in [clarify]",
+        ),
+        (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nresponders = [\"bob smith\"]\n",
             "4:15: `questions.responders` entry \"bob smith\" is not a forge login; write e.g. `responders = [\"alice\"]` in [questions]",
         ),
@@ -312,7 +332,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",
