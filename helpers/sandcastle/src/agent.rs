@@ -74,7 +74,7 @@ pub enum AgentEvent<'a> {
 }
 
 /// Runs `claude --print --verbose --output-format stream-json --model M --dangerously-skip-permissions
-/// [--resume S] -p -` in the sandbox with the prompt on stdin. An error result (`is_error: true`), an idle
+/// [--resume S] -p -` (a reasoning-only role: `--tools "" --max-turns N` instead of the permissions flag) in the sandbox with the prompt on stdin. An error result (`is_error: true`), an idle
 /// timeout or a crash ends the turn as [`Ending::Failed`] with a clear message; `Err` is for broken
 /// machinery (Docker, the log directory). The transcript is saved either way, line by line as it streams.
 pub fn run(
@@ -117,8 +117,13 @@ pub fn run(
         "stream-json",
         "--model",
         run.model,
-        "--dangerously-skip-permissions",
     ];
+    // A reasoning-only role gets no tools and a few turns; the others work in the sandbox.
+    let max_turns = run.role.max_turns().map(|turns| turns.to_string());
+    match &max_turns {
+        Some(turns) => argv.extend(["--tools", "", "--max-turns", turns]),
+        None => argv.push("--dangerously-skip-permissions"),
+    }
     if let Some(saved) = run.resume {
         argv.extend(["--resume", &saved.session_id]);
     }

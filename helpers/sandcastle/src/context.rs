@@ -44,6 +44,8 @@ pub struct Context {
     pub plan_memo: Mutex<Option<PlanMemo>>,
     /// The claim comments this run holds, released by a stop as well as when the work returns.
     pub held_claims: Mutex<Vec<i64>>,
+    /// Issues are assessed before work starts: `[clarify] enabled`, unless `run --yes`.
+    pub clarifies: bool,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -138,6 +140,7 @@ impl Context {
             .unwrap_or_else(|| format!("{}-{}", sandbox::host_name(), std::process::id()));
         let report = Report::new(&run_id, &id, redactor.clone());
         let remote = git::remote_url(&settings.config.forge_url, &settings.config.repo);
+        let clarifies = settings.config.clarify.enabled;
         Ok(Context {
             project: settings.project,
             config: settings.config,
@@ -155,6 +158,7 @@ impl Context {
             stopping: AtomicBool::new(false),
             plan_memo: Mutex::new(None),
             held_claims: Mutex::new(Vec::new()),
+            clarifies,
         })
     }
 

@@ -6,6 +6,7 @@
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
 use crate::agent::{AgentOutcome, Ending, SavedSession};
 use crate::asking;
+use crate::clarify;
 use crate::context::Context;
 use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
@@ -112,7 +113,13 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
             ));
             state
         }
-        None => WorkState::new(&slug, &piece.branch(), &ctx.run_id),
+        None => {
+            let mut state = WorkState::new(&slug, &piece.branch(), &ctx.run_id);
+            if let Piece::Issue(_) = piece {
+                state.phase = Phase::Clarify;
+            }
+            state
+        }
     };
     let repo = WorkRepo::prepare(
         &ctx.repo_dir(&slug),
@@ -142,7 +149,7 @@ pub fn drive(
     let vars = piece.vars(ctx, base)?;
     let max = ctx.config.max_iterations;
     loop {
-        if matches!(state.phase, Phase::Work | Phase::Review) {
+        if matches!(state.phase, Phase::Clarify | Phase::Work | Phase::Review) {
             match budget_spent(ctx, state) {
                 Some(Spent::Issue(why)) => {
                     ctx.progress.note(&format!("{key}: stopped: {why}"));
@@ -213,6 +220,15 @@ pub fn drive(
                     }
                 }
             }
+            Phase::Clarify => match piece {
+                Piece::Issue(issue) => {
+                    if let Some(outcome) = clarify::step(ctx, issue, state, sandbox)? {
+                        state.save(&ctx.state_dir())?;
+                        return Ok(outcome);
+                    }
+                }
+                Piece::Pull(_) => state.phase = Phase::Work,
+            },
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
             Phase::Waiting => {
                 let Some(waiting) = state.waiting.clone() else {
@@ -226,9 +242,12 @@ pub fn drive(
                             "{key}: {} answered through {}; the agent goes on",
                             answer.by, answer.channel
                         ));
-                        state.nudge = Some(prompts::answer(&waiting.questions, &answer));
                         state.waiting = None;
-                        state.phase = Phase::Work;
+                        // A clarification's answer goes to the next assessment instead.
+                        if !clarify::take_answer(state, &answer) {
+                            state.nudge = Some(prompts::answer(&waiting.questions, &answer));
+                            state.phase = Phase::Work;
+                        }
                     }
                     None => {
                         if let Piece::Issue(issue) = piece {
@@ -348,10 +367,28 @@ fn working_turn(
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
     let counted = state.counted_iterations() + 1;
+    let whole_prompt = |state: &WorkState| -> Result<String> {
+        let iteration_text = counted.to_string();
+        let max_text = max.to_string();
+        let mut all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend([
+            ("ITERATION", iteration_text.as_str()),
+            ("MAX_ITERATIONS", max_text.as_str()),
+        ]);
+        let mut prompt = ctx.prompt(role.prompt(), &all)?;
+        if iteration > 1 {
+            prompt += &earlier_iterations(&state.last_summary, state.nudge.as_deref());
+        }
+        Ok(prompt)
+    };
     let mut outcome = None;
     if let Some(saved) = state.session(role).cloned() {
         if saved.file.is_file() {
-            let prompt = continuation(counted, max, state.nudge.as_deref());
+            // The first turn resumes the assessment's session (`clarify.rs`) with the whole prompt.
+            let prompt = match state.iterations {
+                0 => whole_prompt(state)?,
+                _ => continuation(counted, max, state.nudge.as_deref()),
+            };
             let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
             if refused_resume(&resumed) {
                 ctx.progress.note(&format!(
@@ -371,17 +408,8 @@ fn working_turn(
     let outcome = match outcome {
         Some(outcome) => outcome,
         None => {
-            let iteration_text = counted.to_string();
-            let max_text = max.to_string();
-            let mut all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            all.extend([
-                ("ITERATION", iteration_text.as_str()),
-                ("MAX_ITERATIONS", max_text.as_str()),
-            ]);
-            let mut prompt = ctx.prompt(role.prompt(), &all)?;
-            if iteration > 1 {
-                prompt += &earlier_iterations(&state.last_summary, state.nudge.as_deref());
-            }
+            let mut prompt = whole_prompt(state)?;
+            prompt += &clarify::for_implementer(state);
             take_turn(ctx, state, sandbox, role, iteration, &prompt, None)?
         }
     };

@@ -3,8 +3,10 @@
 //! every forge change.
 mod agent;
 mod asking;
+mod assessment;
 mod checkout;
 mod claims;
+mod clarify;
 mod context;
 mod deadline;
 mod doctor;
@@ -60,6 +62,9 @@ enum Command {
         /// Work on this one issue only (no planner, no rework lane), then exit.
         #[arg(long, value_name = "N")]
         issue: Option<u64>,
+        /// Start work on every issue at once, without assessing whether it is clear enough.
+        #[arg(long)]
+        yes: bool,
     },
     /// Show what a pass would do (the planner runs in a sandbox); changes nothing on the forge.
     Plan,
@@ -89,8 +94,8 @@ fn main() -> ExitCode {
             .and_then(|cwd| context::find_project(&cwd)),
     };
     let result = project.and_then(|project| match cli.command {
-        None => run::run(&project, false, None),
-        Some(Command::Run { once, issue }) => run::run(&project, once, issue),
+        None => run::run(&project, false, None, false),
+        Some(Command::Run { once, issue, yes }) => run::run(&project, once, issue, yes),
         Some(Command::Plan) => run::plan(&project),
         Some(Command::Doctor) => doctor::doctor(&project),
         Some(Command::Questions) => waiting_cmd::list(&project),

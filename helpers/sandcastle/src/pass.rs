@@ -19,6 +19,8 @@ pub struct PassSummary {
     pub worked: usize,
     /// Work that failed with an error (not an agent that merely did not complete).
     pub failed: usize,
+    /// Issues too unclear to start with nobody to ask: the guidance for each.
+    pub unclear: Vec<String>,
 }
 
 /// `only_issue` works on that issue alone, without the rework lane or the planner. Work that saved
@@ -94,7 +96,11 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
         let key = WorkKey::Issue(number).to_string();
         match asking::poll(ctx, number, &mut state)? {
             Poll::Answered => answered.push(ctx.forge.issue(number)?),
-            Poll::Pending => {}
+            Poll::Pending => {
+                if let Some(line) = crate::clarify::still_waiting(ctx, &state) {
+                    ctx.report.set_clarification(&key, &line);
+                }
+            }
             Poll::TimedOut => {
                 let line = format!(
                     "question timed out after {} (commented; needs-info kept)",
@@ -163,6 +169,7 @@ fn run_parallel(ctx: &Context, pieces: Vec<Piece>, base: &str, summary: &mut Pas
     for result in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
         match result {
             Ok(Outcome::HeldBy(_)) => {}
+            Ok(Outcome::Unclear(guidance)) => summary.unclear.push(guidance),
             Ok(_) => summary.worked += 1,
             Err(_) => {
                 summary.worked += 1;

@@ -7,13 +7,13 @@ use crate::forge::{Comment, Issue, Pull};
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
-use crate::state::{Revision, WorkState};
+use crate::state::{Phase, Revision, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
 /// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, without an open pull request
-/// of sandcastle's own, not given up on since a person last moved them, and not claimed by another
-/// orchestrator.
+/// of sandcastle's own, not given up on since a person last moved them, not waiting for a person's
+/// answer, and not claimed by another orchestrator.
 pub fn candidates(ctx: &Context, open_pulls: &[Pull], base: &str) -> Result<Vec<Issue>> {
     let issues: Vec<Issue> = ctx
         .forge
@@ -75,9 +75,14 @@ fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
         return Ok(false);
     }
     let revision = revision_of(&ctx.login, updated_at, &comments);
-    let settled = WorkState::load(&ctx.state_dir(), &key.slug())?
-        .is_some_and(|state| state.settled_at(&revision));
-    Ok(!settled)
+    let saved = WorkState::load(&ctx.state_dir(), &key.slug())?;
+    // Waiting for a person (a clarification or an agent's question), even without `needs-info`.
+    if saved.as_ref().is_some_and(|state| state.phase == Phase::Waiting) {
+        ctx.progress
+            .note(&format!("{key}: waits for an answer (`sandcastle questions`)"));
+        return Ok(false);
+    }
+    Ok(!saved.is_some_and(|state| state.settled_at(&revision)))
 }
 
 /// Where people have taken issue or pull request `number` (see [`Revision`]).

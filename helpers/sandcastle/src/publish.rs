@@ -76,6 +76,7 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
         ),
         None => "No reviewer verdict was recorded.".to_string(),
     };
+    body += &crate::clarify::pull_section(ctx, state);
     body += &format!(
         "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.\n",
         gate_line(ctx, state),

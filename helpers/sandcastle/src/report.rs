@@ -29,6 +29,8 @@ pub struct WorkReport {
     /// Times the orchestrator ran `check` on this work in this run, and whether the last run passed.
     pub gate_runs: u32,
     pub gate_passed: Option<bool>,
+    /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
+    pub clarification: Option<String>,
     #[serde(skip)]
     started: Option<Instant>,
     pub duration_seconds: f64,
@@ -75,6 +77,7 @@ impl Report {
             total: RoleTally::default(),
             gate_runs: 0,
             gate_passed: None,
+            clarification: None,
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -101,6 +104,11 @@ impl Report {
             work.gate_runs += 1;
             work.gate_passed = Some(passed);
         });
+    }
+
+    /// What clarifying `key` came to: degraded, waiting for an answer, clear enough to start.
+    pub fn set_clarification(&self, key: &str, line: &str) {
+        self.with_work(key, |work| work.clarification = Some(line.to_string()));
     }
 
     /// What the whole run has cost so far.

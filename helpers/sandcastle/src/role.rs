@@ -1,4 +1,4 @@
-//! Who works, and on what: the four agent roles and the keys of the pieces of work, as types.
+//! Who works, and on what: the agent roles and the keys of the pieces of work, as types.
 use sandcastle_config::Models;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -10,16 +10,19 @@ pub enum Role {
     Implementer,
     Reviewer,
     PrFixer,
+    /// Scores an issue's completeness before work starts; reasons only, with no tools.
+    Assessor,
 }
 
 impl Role {
-    /// `planner`, `implementer`, `reviewer`, `pr-fixer`: in logs, reports and file names.
+    /// `planner`, `implementer`, `reviewer`, `pr-fixer`, `assessor`: in logs, reports and file names.
     pub fn name(self) -> &'static str {
         match self {
             Role::Planner => "planner",
             Role::Implementer => "implementer",
             Role::Reviewer => "reviewer",
             Role::PrFixer => "pr-fixer",
+            Role::Assessor => "assessor",
         }
     }
 
@@ -30,6 +33,7 @@ impl Role {
             Role::Implementer => "implement",
             Role::Reviewer => "review",
             Role::PrFixer => "pr-fixer",
+            Role::Assessor => "assess",
         }
     }
 
@@ -40,6 +44,15 @@ impl Role {
             Role::Implementer => &models.implementer,
             Role::Reviewer => &models.reviewer,
             Role::PrFixer => &models.pr_fixer,
+            Role::Assessor => &models.assessor,
+        }
+    }
+
+    /// Turns a role without tools may take: it only reasons, so it never needs many.
+    pub fn max_turns(self) -> Option<u32> {
+        match self {
+            Role::Assessor => Some(3),
+            Role::Planner | Role::Implementer | Role::Reviewer | Role::PrFixer => None,
         }
     }
 }
@@ -118,11 +131,15 @@ mod tests {
             Role::Implementer,
             Role::Reviewer,
             Role::PrFixer,
+            Role::Assessor,
         ]
         .iter()
         .map(|r| r.name())
         .collect();
-        assert_eq!(names, ["planner", "implementer", "reviewer", "pr-fixer"]);
+        assert_eq!(
+            names,
+            ["planner", "implementer", "reviewer", "pr-fixer", "assessor"]
+        );
         assert_eq!(
             serde_json::to_string(&Role::PrFixer).unwrap(),
             "\"pr-fixer\""

@@ -14,10 +14,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCode> {
+/// Exit status of a run that stopped because an issue is too unclear to start and nobody can be
+/// asked (`clarify.rs`): CI fails fast instead of hanging.
+const UNCLEAR: u8 = 3;
+
+pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Result<ExitCode> {
     let settings = Settings::load(project)?;
     let _lock = RunLock::acquire(&project.join(".sandcastle/logs/run.lock"))?;
-    let ctx = Arc::new(start(settings)?);
+    let mut ctx = start(settings)?;
+    ctx.clarifies &= !yes;
+    let ctx = Arc::new(ctx);
     let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.error(&e));
     ctx.forge.ensure_labels().map_err(redact)?;
     stop_on_signal(Arc::clone(&ctx))?;
@@ -45,6 +51,13 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>) -> Result<ExitCo
             }
         };
         failed |= summary.failed > 0;
+        if !summary.unclear.is_empty() {
+            finish(&ctx);
+            for guidance in &summary.unclear {
+                ctx.progress.note(guidance);
+            }
+            return Ok(ExitCode::from(UNCLEAR));
+        }
         if single_pass {
             break;
         }

@@ -1,6 +1,7 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
+use crate::clarify::Clarification;
 use crate::questions::{Questions, Reply};
 use crate::role::Role;
 use anyhow::{Context as _, Result};
@@ -10,13 +11,16 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
+    /// Before an issue's first turn: the assessor judges whether it says enough (`clarify.rs`).
+    Clarify,
     /// The implementer (or pr-fixer) iterates until it says it is done and the gate passes.
     Work,
     /// The reviewer gives its verdict on the commits.
     Review,
     /// The orchestrator pushes and updates the forge.
     Publish,
-    /// The working agent asked a person (`waiting`); its container is gone until the answer comes.
+    /// The working agent, or the clarification before it, asked a person (`waiting`); its container
+    /// is gone until the answer comes.
     Waiting,
     /// Published.
     Done,
@@ -111,6 +115,9 @@ pub struct WorkState {
     /// The question waiting for its answer (phase `Waiting`).
     #[serde(default)]
     pub waiting: Option<Waiting>,
+    /// What clarifying the issue before work came to (issues only).
+    #[serde(default)]
+    pub clarification: Option<Clarification>,
     /// The last result text of the working agent.
     pub last_summary: String,
     /// The latest saved session of each role, resumable in a fresh container.
@@ -157,6 +164,7 @@ impl WorkState {
             question_turns: 0,
             bad_questions: 0,
             waiting: None,
+            clarification: None,
             last_summary: String::new(),
             sessions: Vec::new(),
             nudge: None,
@@ -338,6 +346,8 @@ pub enum Outcome {
     HeldBy(String),
     /// The agent asked a person; the work goes on when the answer comes.
     Waiting,
+    /// The issue is too unclear to start and no handler can reach a person: the guidance to show.
+    Unclear(String),
 }
 
 impl std::fmt::Display for Outcome {
@@ -351,6 +361,9 @@ impl std::fmt::Display for Outcome {
             Outcome::Stopped(why) => write!(f, "stopped: {why}; commented"),
             Outcome::HeldBy(holder) => write!(f, "left to {holder}, which holds its claim"),
             Outcome::Waiting => f.write_str("asked a person; waiting for the answer"),
+            Outcome::Unclear(_) => {
+                f.write_str("not clear enough to start, and nobody can be asked; see the guidance")
+            }
         }
     }
 }
