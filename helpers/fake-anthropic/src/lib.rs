@@ -7,7 +7,8 @@
 //! A conversation follows the first script whose `match` occurs in its first user prompt; the
 //! turn answered is the number of assistant messages already in the request, so the server
 //! keeps no per-conversation state. Requests without the Bash tool are Claude Code's side
-//! requests and get a short text. Requests that no script answers get an explanatory text and
+//! requests and get a short text, unless a script marked `"without_tools": true` matches them (a
+//! reasoning-only role run with `--tools ""`). Requests that no script answers get an explanatory text and
 //! are listed by [`FakeAnthropic::unmatched`].
 
 mod conversation;
@@ -82,7 +83,8 @@ impl FakeAnthropic {
         self.addr.port()
     }
 
-    /// Every agent-loop request (one offering the Bash tool), in arrival order.
+    /// Every agent-loop request (one offering the Bash tool, or answered by a `without_tools`
+    /// script), in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.records().main.clone()
     }

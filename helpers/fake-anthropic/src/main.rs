@@ -14,7 +14,8 @@ use fake_anthropic::{FakeAnthropic, Scenario};
 ///     {"text": "Done. <promise>COMPLETE</promise>"}], "repeat_last": false}]
 /// A conversation follows the first script whose `match` occurs in its first user prompt; its
 /// n-th answer is the script's n-th turn (a Bash tool call, or text that ends the turn).
-/// Requests that offer no Bash tool (Claude Code's side requests) get a short text.
+/// Requests that offer no Bash tool (Claude Code's side requests) get a short text, unless a script
+/// with "without_tools": true matches them (a role run with --tools "").
 #[derive(Parser)]
 #[command(version, long_about, verbatim_doc_comment)]
 #[command(

@@ -28,6 +28,10 @@ pub struct Script {
     /// Answer every turn past the end with the last turn again (an agent that never completes).
     #[serde(default)]
     pub repeat_last: bool,
+    /// Also answer conversations offered no tools at all (Claude Code run with `--tools ""`, a
+    /// reasoning-only role); without it such requests are side requests.
+    #[serde(default)]
+    pub without_tools: bool,
 }
 
 /// One assistant response: optional text, then optionally a Bash tool call.

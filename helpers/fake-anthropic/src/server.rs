@@ -104,12 +104,15 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         usage: SIDE_USAGE,
     };
     let mut script_index = None;
-    if !conversation.offers_bash {
-        reply.text = Some("Sandcastle test".to_owned());
-    } else if let Some((index, turn)) = state
+    let script = state
         .scenario
         .script_for(&conversation.prompt)
-        .and_then(|(index, script)| Some((index, script.turn(conversation.turn)?)))
+        .filter(|(_, script)| conversation.offers_bash || script.without_tools);
+    let main = conversation.offers_bash || script.is_some();
+    if !main {
+        reply.text = Some("Sandcastle test".to_owned());
+    } else if let Some((index, turn)) =
+        script.and_then(|(index, script)| Some((index, script.turn(conversation.turn)?)))
     {
         script_index = Some(index);
         reply.text = turn.text_for(&conversation.prompt);
@@ -128,7 +131,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
     }
     state.log(&format!(
         "model={} turn={} script={script_index:?} side={}",
-        conversation.model, conversation.turn, !conversation.offers_bash
+        conversation.model, conversation.turn, !main
     ));
     let record = RecordedRequest {
         model: conversation.model.clone(),
@@ -143,7 +146,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         .records
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .add(record, conversation.offers_bash);
+        .add(record, main);
     if conversation.stream {
         (200, "text/event-stream", reply.to_sse())
     } else {

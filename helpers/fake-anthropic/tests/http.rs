@@ -142,3 +142,35 @@ fn answers_side_requests_probes_and_token_counts() {
         .unwrap();
     assert_eq!(bad.status(), 400);
 }
+
+#[test]
+fn a_without_tools_script_answers_a_tool_less_conversation_and_side_requests_stay_side() {
+    let fake = FakeAnthropic::start(
+        Scenario::from_json(
+            r##"[{"match": "# Role: assessor", "without_tools": true, "turns": [
+                    {"text": "<assessment>{\"completeness\": 1}</assessment>"},
+                    {"text": "Resumed with tools."}]},
+                {"match": "issue #7", "turns": [{"text": "no tools, no answer"}]}]"##,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let assess = json!({"model": "claude-sonnet-4-6", "max_tokens": 100, "tools": [],
+        "messages": [{"role": "user", "content": "# Role: assessor\nissue #7"}]});
+    let (_, body) = post(&fake, "/v1/messages", &assess);
+    let message: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        message["content"][0]["text"],
+        "<assessment>{\"completeness\": 1}</assessment>"
+    );
+    let side = json!({"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "Title for: issue #7"}]});
+    post(&fake, "/v1/messages", &side);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "the assessment is a main request");
+    assert_eq!(requests[0].script, Some(0));
+    assert_eq!(
+        fake.side_requests().len(),
+        1,
+        "a script without the flag leaves tool-less requests to the side"
+    );
+}
