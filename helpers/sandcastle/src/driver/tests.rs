@@ -141,6 +141,7 @@ impl<'r> Script<'r> {
             Role::Implementer => "11111111-1111-4111-8111-111111111111",
             Role::Reviewer => "22222222-2222-4222-8222-222222222222",
             Role::PrFixer => "33333333-3333-4333-8333-333333333333",
+            Role::Assessor => "55555555-5555-4555-8555-555555555555",
             Role::Planner => "44444444-4444-4444-8444-444444444444",
         };
         let file = self.sessions.path().join(format!("{id}.jsonl"));
