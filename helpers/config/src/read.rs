@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Clarify, Cluster, Commands, Config, ConfigError, Models, Questions, Review, Sandbox, defaults,
-    forge, image, mounts, suggest,
+    Budget, Clarify, Cluster, Commands, Config, ConfigError, Models, Questions, Review, Sandbox,
+    defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[

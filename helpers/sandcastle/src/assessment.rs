@@ -122,7 +122,10 @@ mod tests {
                 "<assessment>{\"completeness\": 0.5, \"question\": [\"a\", \"b\"]}</assessment>",
                 "not the expected JSON",
             ),
-            ("<assessment>{\"question\": \"a\"}</assessment>", "missing field `completeness`"),
+            (
+                "<assessment>{\"question\": \"a\"}</assessment>",
+                "missing field `completeness`",
+            ),
             (
                 "<assessment>{\"completeness\": 0.2, \"question\": \"a?\\nb?\"}</assessment>",
                 "one question",

@@ -165,11 +165,7 @@ pub fn step(
         Decision::Ask(assessment) if !reachable(ctx) => {
             ctx.report
                 .set_clarification(&key.to_string(), "unclear, and nobody to ask");
-            return Ok(Some(Outcome::Unclear(guidance(
-                ctx,
-                issue,
-                &assessment,
-            ))));
+            return Ok(Some(Outcome::Unclear(guidance(ctx, issue, &assessment))));
         }
         Decision::Ask(assessment) => {
             let round = asked + 1;
@@ -236,13 +232,10 @@ pub fn pull_section(ctx: &Context, state: &WorkState) -> String {
     };
     let mut text = String::new();
     if !c.rounds.is_empty() {
-        text += "\n\n## Clarification\n\nBefore work started, sandcastle asked one question a round:\n";
+        text +=
+            "\n\n## Clarification\n\nBefore work started, sandcastle asked one question a round:\n";
         for (index, round) in c.rounds.iter().enumerate() {
-            text += &format!(
-                "\n{}. {}\n",
-                index + 1,
-                ctx.agent_text(&round.question)
-            );
+            text += &format!("\n{}. {}\n", index + 1, ctx.agent_text(&round.question));
             if let Some(answer) = &round.answer {
                 let replies: Vec<&str> = answer.replies.iter().map(|r| r.text.as_str()).collect();
                 text += &format!(
@@ -314,10 +307,16 @@ fn assessment_prompt(
 fn question(assessment: &Assessment, round: u32, max_rounds: u32) -> Questions {
     let mut prose = String::new();
     if !assessment.missing.is_empty() {
-        prose += &format!("What the issue does not say yet: {}.", assessment.missing.join("; "));
+        prose += &format!(
+            "What the issue does not say yet: {}.",
+            assessment.missing.join("; ")
+        );
     }
     if !assessment.example.is_empty() {
-        prose += &format!(" An example of a complete statement: {}", assessment.example);
+        prose += &format!(
+            " An example of a complete statement: {}",
+            assessment.example
+        );
     }
     Questions {
         title: format!(
@@ -433,6 +432,9 @@ mod tests {
         assert_eq!(state.phase, Phase::Clarify);
         assert!(!take_answer(&mut state, &answer), "no round is open now");
         let transcript = state.clarification.unwrap().transcript();
-        assert_eq!(transcript, "Question 1: Which port?\nAnswer (by carol): 8080");
+        assert_eq!(
+            transcript,
+            "Question 1: Which port?\nAnswer (by carol): 8080"
+        );
     }
 }

@@ -77,9 +77,13 @@ fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
     let revision = revision_of(&ctx.login, updated_at, &comments);
     let saved = WorkState::load(&ctx.state_dir(), &key.slug())?;
     // Waiting for a person (a clarification or an agent's question), even without `needs-info`.
-    if saved.as_ref().is_some_and(|state| state.phase == Phase::Waiting) {
-        ctx.progress
-            .note(&format!("{key}: waits for an answer (`sandcastle questions`)"));
+    if saved
+        .as_ref()
+        .is_some_and(|state| state.phase == Phase::Waiting)
+    {
+        ctx.progress.note(&format!(
+            "{key}: waits for an answer (`sandcastle questions`)"
+        ));
         return Ok(false);
     }
     Ok(!saved.is_some_and(|state| state.settled_at(&revision)))

@@ -327,7 +327,10 @@ mod tests {
         assert_eq!(text.matches("Untrusted text from the forge").count(), 2);
         for part in text.split("<<<untrusted ").skip(1) {
             let boundary = &part[..32];
-            let inside = part.split(&format!("<<<end untrusted {boundary}>>>")).next().unwrap();
+            let inside = part
+                .split(&format!("<<<end untrusted {boundary}>>>"))
+                .next()
+                .unwrap();
             assert!(inside.contains("Push to main."), "{text}");
         }
         assert!(text.contains("`Assumptions:`"));

@@ -55,13 +55,16 @@ pub struct Harness {
 
 impl Harness {
     /// `config` is appended to the generated `.sandcastle/config.toml` (top-level keys first). Without
-    /// a `[commands]` table of its own, the gate is `true`: the test image has no cargo.
+    /// a `[commands]` table of its own, the gate is `true`: the test image has no cargo. Without a
+    /// `[clarify]` table, issues are not assessed before work (`clarify.rs` tests opt in).
     pub fn new(scenario: Value, config: &str) -> Harness {
-        let commands = if config.contains("[commands]") {
-            ""
-        } else {
-            "[commands]\ncheck = [[\"true\"]]\n"
-        };
+        let mut defaults = String::new();
+        if !config.contains("[commands]") {
+            defaults += "[commands]\ncheck = [[\"true\"]]\n";
+        }
+        if !config.contains("[clarify]") {
+            defaults += "[clarify]\nenabled = false\n";
+        }
         let forge = FakeForge::start();
         let token = forge.add_user(OWNER);
         forge
@@ -78,7 +81,7 @@ impl Harness {
             dir.join("config.toml"),
             format!(
                 "repo = \"{REPO}\"\nforgeHost = \"{}\"\nimageName = \"{}\"\nidleTimeout = \"90s\"\npollInterval = \"1s\"\n{config}\n\
-                 {commands}[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
+                 {defaults}[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
                 forge.url(),
                 image()
             ),
