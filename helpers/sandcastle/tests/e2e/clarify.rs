@@ -34,16 +34,29 @@ fn assessor(pattern: &str, first: Value, then: Vec<Value>) -> Value {
     json!({"match": pattern, "without_tools": true, "turns": turns})
 }
 
-fn fresh_implementer() -> Value {
-    json!({"match": "# Role: implementer", "turns": implementing()})
-}
-
 fn planner() -> Value {
     json!({"match": "# Role: planner", "turns": [{"plan": 1}]})
 }
 
 fn reviewer() -> Value {
     json!({"match": "# Role: reviewer", "turns": [{"text": format!("Fine. {COMPLETE}")}]})
+}
+
+/// The vague issue #1, an assessor answering `first`, and an implementer that completes afresh.
+fn vague_issue(first: Value) -> (Harness, u64) {
+    let h = clarifying(vec![
+        assessor("# Role: assessor", first, vec![]),
+        json!({"match": "# Role: implementer", "turns": implementing()}),
+    ]);
+    let issue = h.create_issue("Server", "Make a server.", &["ready-for-agent"]);
+    (h, issue)
+}
+
+/// A project that clarifies issues, with a planner, an approving reviewer and `scripts`.
+fn clarifying(scripts: Vec<Value>) -> Harness {
+    let mut all = vec![planner(), reviewer()];
+    all.extend(scripts);
+    Harness::new(Value::Array(all), CLARIFY)
 }
 
 /// The prompts the assessor's model was sent, in order.
@@ -56,12 +69,6 @@ fn assessments(h: &Harness) -> Vec<String> {
         .collect()
 }
 
-fn pull_body(h: &Harness) -> String {
-    let pulls = h.pulls();
-    assert_eq!(pulls.len(), 1, "one pull request");
-    pulls[0]["body"].as_str().unwrap().to_string()
-}
-
 /// (a) Two rounds, each one question on the forge answered by a maintainer; then the work, in the
 /// last assessment's session, and a pull request whose body lists the answers.
 #[test]
@@ -69,28 +76,23 @@ fn two_rounds_of_one_question_then_work_and_the_answers_in_the_pull_request() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            assessor(
-                "Answer (by carol): plain text lines",
-                assessment(0.9, "", &[]),
-                implementing()
-            ),
-            assessor(
-                "Answer (by carol): 8080",
-                assessment(0.6, "How should it log requests?", &["the log format"]),
-                vec![]
-            ),
-            assessor(
-                "# Role: assessor",
-                assessment(0.3, "Which port should it listen on?", &["the port"]),
-                vec![]
-            ),
-        ]),
-        CLARIFY,
-    );
+    let h = clarifying(vec![
+        assessor(
+            "Answer (by carol): plain text lines",
+            assessment(0.9, "", &[]),
+            implementing(),
+        ),
+        assessor(
+            "Answer (by carol): 8080",
+            assessment(0.6, "How should it log requests?", &["the log format"]),
+            vec![],
+        ),
+        assessor(
+            "# Role: assessor",
+            assessment(0.3, "Which port should it listen on?", &["the port"]),
+            vec![],
+        ),
+    ]);
     let issue = h.create_issue("Server", "Make a server.", &["ready-for-agent"]);
     let carol = h.forge.add_user("carol");
     h.forge.add_collaborator(REPO, "carol", "write").unwrap();
@@ -175,7 +177,7 @@ fn two_rounds_of_one_question_then_work_and_the_answers_in_the_pull_request() {
         "the assessment's reasoning is not paid twice"
     );
 
-    let body = pull_body(&h);
+    let body = h.only_pull_body();
     for expected in [
         "## Clarification",
         "1. Which port should it listen on?",
@@ -195,18 +197,11 @@ fn a_complete_issue_starts_at_once_in_the_assessments_session() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            assessor(
-                "# Role: assessor",
-                assessment(0.95, "", &[]),
-                implementing()
-            )
-        ]),
-        CLARIFY,
-    );
+    let h = clarifying(vec![assessor(
+        "# Role: assessor",
+        assessment(0.95, "", &[]),
+        implementing(),
+    )]);
     let issue = h.create_issue(
         "Server",
         "Serve HTTP on port 8080 and log each request as one plain text line.",
@@ -215,7 +210,7 @@ fn a_complete_issue_starts_at_once_in_the_assessments_session() {
     assert!(h.sandcastle(&["run", "--once"]).status.success());
     assert_eq!(assessments(&h).len(), 1);
     assert!(h.comments_of(issue).is_empty(), "nothing asked");
-    let body = pull_body(&h);
+    let body = h.only_pull_body();
     assert!(!body.contains("## Clarification"), "{body}");
     let report = h.last_report().to_string();
     assert!(
@@ -235,20 +230,7 @@ fn an_unparsable_assessment_degrades_and_work_starts() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            assessor(
-                "# Role: assessor",
-                json!({"text": "Looks fine to me."}),
-                vec![]
-            ),
-            fresh_implementer()
-        ]),
-        CLARIFY,
-    );
-    let issue = h.create_issue("Server", "Make a server.", &["ready-for-agent"]);
+    let (h, issue) = vague_issue(json!({"text": "Looks fine to me."}));
     let output = h.sandcastle(&["run", "--once"]);
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("degraded"));
@@ -258,7 +240,10 @@ fn an_unparsable_assessment_degrades_and_work_starts() {
         report.contains("degraded: the answer has 0 <assessment> blocks"),
         "{report}"
     );
-    assert!(pull_body(&h).contains("The clarification was degraded"));
+    assert!(
+        h.only_pull_body()
+            .contains("The clarification was degraded")
+    );
 }
 
 /// (d) No handler can reach a person: exit status 3, the guidance on stderr, nothing changed on
@@ -309,22 +294,9 @@ fn run_yes_skips_the_clarification() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            assessor(
-                "# Role: assessor",
-                assessment(0.1, "What should it do?", &["everything"]),
-                vec![]
-            ),
-            fresh_implementer()
-        ]),
-        CLARIFY,
-    );
-    let issue = h.create_issue("Server", "Make a server.", &["ready-for-agent"]);
+    let (h, issue) = vague_issue(assessment(0.1, "What should it do?", &["everything"]));
     assert!(h.sandcastle(&["run", "--once", "--yes"]).status.success());
     assert!(assessments(&h).is_empty(), "no assessment");
     assert!(h.comments_of(issue).is_empty());
-    assert!(!pull_body(&h).contains("## Clarification"));
+    assert!(!h.only_pull_body().contains("## Clarification"));
 }

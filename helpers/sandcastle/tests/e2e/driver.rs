@@ -23,12 +23,6 @@ fn implementer_requests(h: &Harness) -> Vec<RecordedRequest> {
         .collect()
 }
 
-fn pull_body(h: &Harness) -> String {
-    let pulls = h.pulls();
-    assert_eq!(pulls.len(), 1, "one pull request");
-    pulls[0]["body"].as_str().unwrap().to_string()
-}
-
 /// (a) An issue that takes two iterations: the second resumes the first's session, so its request
 /// carries what the first iteration said (a marker only the first iteration's reply has).
 #[test]
@@ -101,7 +95,7 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
                 && r.latest.contains("(gate run 1)")),
         "the gate's output reached the agent: {requests:?}"
     );
-    let body = pull_body(&h);
+    let body = h.only_pull_body();
     assert!(
         body.contains("`check` passed, run by sandcastle itself (gate runs: 2)"),
         "{body}"
@@ -144,7 +138,7 @@ fn the_reviewers_findings_go_back_and_the_second_review_approves() {
             .any(|r| r.latest.contains("FINDING-ALPHA: answer.txt has no test.")),
         "the findings reached the implementer"
     );
-    let body = pull_body(&h);
+    let body = h.only_pull_body();
     for expected in [
         "IMPL-TWO: added the test.",
         "REVIEW-OK: the test is there now.",

@@ -330,6 +330,13 @@ impl Harness {
             .collect()
     }
 
+    /// The body of the one pull request there is.
+    pub fn only_pull_body(&self) -> String {
+        let pulls = self.pulls();
+        assert_eq!(pulls.len(), 1, "one pull request");
+        pulls[0]["body"].as_str().unwrap().to_string()
+    }
+
     pub fn pulls(&self) -> Vec<Value> {
         self.get("/pulls?state=all&limit=50")
             .as_array()
