@@ -683,3 +683,136 @@ fn a_spent_issue_budget_stops_the_work_with_a_comment_saying_why() {
     );
     assert!(w.forge.pulls(REPO).is_empty());
 }
+
+const ASSESSOR: &str = "55555555-5555-4555-8555-555555555555";
+
+/// An issue in phase `Clarify`, as `work_on` starts one.
+fn clarifying(w: &World, piece: &Piece) -> (WorkRepo, WorkState) {
+    let (repo, mut state) = start(w, piece);
+    state.phase = Phase::Clarify;
+    (repo, state)
+}
+
+#[test]
+fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = clarifying(&w, &piece);
+    let mut script = Script::new(
+        &repo,
+        vec![
+            says(
+                Ending::Stopped,
+                r#"<assessment>{"completeness": 0.9}</assessment>"#,
+                None,
+            ),
+            says(
+                Ending::Completed,
+                "Done. <promise>COMPLETE</promise>",
+                Some("Answer 42"),
+            ),
+            says(Ending::Completed, "Fine. <promise>COMPLETE</promise>", None),
+        ],
+        vec![true],
+    );
+    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+    assert!(matches!(outcome, Outcome::PullRequest(_)), "{outcome:?}");
+    let asked = &script.asked;
+    assert_eq!(asked[0].role, Role::Assessor);
+    assert!(asked[0].prompt.contains("# Role: assessor"));
+    assert!(asked[0].prompt.contains("Make it answer 42."));
+    assert_eq!(asked[1].role, Role::Implementer);
+    assert_eq!(
+        asked[1].resumed.as_deref(),
+        Some(ASSESSOR),
+        "the assessment's session"
+    );
+    assert!(
+        asked[1].prompt.contains("# Role: implementer"),
+        "the whole prompt"
+    );
+    assert!(
+        !asked[1]
+            .prompt
+            .contains("## What the maintainers clarified")
+    );
+    assert!(!pull_body(&w).contains("## Clarification"));
+}
+
+#[test]
+fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_and_assumptions() {
+    let w = world("[clarify]\nmaxRounds = 1\n");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = clarifying(&w, &piece);
+    state.clarification = Some(crate::clarify::Clarification {
+        rounds: vec![crate::clarify::Round {
+            question: "Which output?".into(),
+            answer: Some(crate::state::Answer {
+                by: "carol".into(),
+                channel: crate::state::Channel::Forge,
+                at: jiff::Timestamp::now(),
+                replies: vec![crate::questions::Reply {
+                    option: None,
+                    text: "print it".into(),
+                }],
+            }),
+        }],
+        ..Default::default()
+    });
+    let mut script = Script::new(
+        &repo,
+        vec![
+            says(
+                Ending::Stopped,
+                r#"<assessment>{"completeness": 0.3, "question": "Which base?", "missing": ["the number base"]}</assessment>"#,
+                None,
+            ),
+            says(
+                Ending::Completed,
+                "Done. Assumptions: decimal. <promise>COMPLETE</promise>",
+                Some("Answer 42"),
+            ),
+            says(Ending::Completed, "Fine. <promise>COMPLETE</promise>", None),
+        ],
+        vec![true],
+    );
+    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+    assert!(matches!(outcome, Outcome::PullRequest(_)), "{outcome:?}");
+    let asked = &script.asked;
+    assert!(
+        asked[0]
+            .prompt
+            .contains("Question 1: Which output?\nAnswer (by carol): print it")
+    );
+    assert_eq!(asked[1].resumed, None, "a fresh session");
+    for expected in [
+        "## What the maintainers clarified",
+        "Answer (by carol): print it",
+        "## Still unclear",
+        "- the number base",
+        "`Assumptions:`",
+    ] {
+        assert!(
+            asked[1].prompt.contains(expected),
+            "{expected:?} in {}",
+            asked[1].prompt
+        );
+    }
+    assert!(
+        w.forge.comments(REPO, issue.number).is_empty(),
+        "no question after the last round"
+    );
+    let body = pull_body(&w);
+    for expected in [
+        "## Clarification",
+        "1. Which output?",
+        "Answered by carol through the forge: print it",
+        "## Assumptions",
+        "- the number base",
+        "Assumptions: decimal.",
+    ] {
+        assert!(body.contains(expected), "{expected:?} in {body}");
+    }
+}
