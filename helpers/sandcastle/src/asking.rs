@@ -225,7 +225,7 @@ fn question_comment(ctx: &Context, number: u64, questions: &Questions) -> String
 }
 
 /// No HTML from agent text reaches the forge.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
