@@ -150,7 +150,7 @@ pub fn check(ask: &Ask) -> Result<(), String> {
     words("the details", &ask.details, DETAILS_MAX, true, false)?;
     if ask.kind != Kind::Decision && (!ask.options.is_empty() || ask.recommended.is_some()) {
         return Err(format!(
-            "a {} ask has no options: only a decision has them",
+            "kind {} has no options: only a decision has them",
             ask.kind.name()
         ));
     }
@@ -413,7 +413,7 @@ mod tests {
             ),
             (
                 |a: &mut Ask| a.kind = Kind::Action,
-                "a action ask has no options",
+                "kind action has no options",
             ),
             (
                 |a| a.recommended = Some("sqlite".into()),
