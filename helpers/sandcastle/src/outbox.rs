@@ -527,15 +527,13 @@ mod tests {
     }
 
     #[test]
-    fn a_told_answer_is_not_told_again_and_a_kill_mid_turn_tells_it_again() {
+    fn an_answer_is_recorded_as_told_once() {
         let mut state = WorkState::new("issue-1", "b", "a");
         state.tell = Some(Telling {
             key: "k".into(),
             prompt: "p".into(),
             telling: true,
         });
-        // Killed during the telling turn: the mark is there, the key is not told.
-        assert!(state.told.is_empty());
         told(&mut state);
         assert_eq!(
             (state.tell.clone(), state.told.clone()),
@@ -543,5 +541,38 @@ mod tests {
         );
         told(&mut state);
         assert_eq!(state.told, vec!["k".to_string()]);
+    }
+
+    /// The agent controls its outbox: only a regular file within the size cap crosses, as bytes.
+    #[test]
+    fn only_a_regular_file_of_bounded_size_leaves_the_outbox() {
+        use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
+        if !docker_ready() {
+            return;
+        }
+        let run = TestRun::new("outbox");
+        let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+        let host = tempfile::tempdir().unwrap();
+        let scratch = host.path().join("ask");
+        assert_eq!(read(&sandbox, &scratch).unwrap(), None, "no ask");
+
+        let dir = std::path::Path::new(ask::OUTBOX).parent().unwrap().to_str().unwrap();
+        exec(&sandbox, &["mkdir", "-p", dir]);
+        exec(&sandbox, &["ln", "-s", "/etc/passwd", ask::OUTBOX]);
+        let err = read(&sandbox, &scratch).unwrap_err().to_string();
+        assert!(err.contains("the outbox is not a regular file"), "{err}");
+
+        exec(&sandbox, &["rm", ask::OUTBOX]);
+        exec(&sandbox, &["mkdir", ask::OUTBOX]);
+        assert!(read(&sandbox, &scratch).is_err(), "a directory is refused");
+
+        exec(&sandbox, &["rmdir", ask::OUTBOX]);
+        let big = format!("head -c {} /dev/zero > {}", MAX_ASK_BYTES + 1, ask::OUTBOX);
+        exec(&sandbox, &["sh", "-c", &big]);
+        let err = read(&sandbox, &scratch).unwrap_err().to_string();
+        assert!(err.contains("more than 65536 bytes"), "{err}");
+
+        exec(&sandbox, &["sh", "-c", &format!("echo '{{}}' > {}", ask::OUTBOX)]);
+        assert_eq!(read(&sandbox, &scratch).unwrap(), Some(b"{}\n".to_vec()));
     }
 }
