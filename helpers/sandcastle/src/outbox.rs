@@ -8,7 +8,7 @@
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
 use crate::ask::{self, Ask, Kind};
-use crate::asking::escape;
+use crate::asking::{escape, replies_after};
 use crate::context::Context;
 use crate::forge::Pull;
 use crate::prompts;
@@ -268,15 +268,7 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
 /// The first reply after the ask's revision from a writer (or a configured responder), never the
 /// orchestrator's own; others are ignored with one line each.
 fn reply(ctx: &Context, key: WorkKey, number: u64, open: &mut OpenAsk) -> Result<Option<Settled>> {
-    for comment in ctx.forge.comments(number)? {
-        if comment.id <= open.after
-            || comment.author == ctx.login
-            || open.ignored.contains(&comment.id)
-        {
-            continue;
-        }
-        let allowed = ctx.config.questions.responders.contains(&comment.author)
-            || ctx.forge.can_write(&comment.author)?;
+    for (comment, allowed) in replies_after(ctx, number, open.after, &open.ignored)? {
         let text = comment.body.trim();
         if allowed && !text.is_empty() {
             return Ok(Some(read_reply(&open.ask, &comment.author, text)));
@@ -556,7 +548,11 @@ mod tests {
         let scratch = host.path().join("ask");
         assert_eq!(read(&sandbox, &scratch).unwrap(), None, "no ask");
 
-        let dir = std::path::Path::new(ask::OUTBOX).parent().unwrap().to_str().unwrap();
+        let dir = std::path::Path::new(ask::OUTBOX)
+            .parent()
+            .unwrap()
+            .to_str()
+            .unwrap();
         exec(&sandbox, &["mkdir", "-p", dir]);
         exec(&sandbox, &["ln", "-s", "/etc/passwd", ask::OUTBOX]);
         let err = read(&sandbox, &scratch).unwrap_err().to_string();
@@ -572,7 +568,10 @@ mod tests {
         let err = read(&sandbox, &scratch).unwrap_err().to_string();
         assert!(err.contains("more than 65536 bytes"), "{err}");
 
-        exec(&sandbox, &["sh", "-c", &format!("echo '{{}}' > {}", ask::OUTBOX)]);
+        exec(
+            &sandbox,
+            &["sh", "-c", &format!("echo '{{}}' > {}", ask::OUTBOX)],
+        );
         assert_eq!(read(&sandbox, &scratch).unwrap(), Some(b"{}\n".to_vec()));
     }
 }

@@ -1,7 +1,7 @@
 //! An agent's ask that does not stop it (`sandcastle ask`, run by the real Claude Code through its
 //! Bash tool): published on the forge while the agent works on, answered by a maintainer there, and
 //! told to the agent as its next prompt exactly once.
-use crate::harness::{Harness, REPO, docker_or_skip, stderr_lines};
+use crate::harness::{Harness, docker_or_skip, stderr_lines};
 use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
@@ -33,6 +33,13 @@ fn reviewer() -> Value {
     json!({"match": "# Role: reviewer", "turns": [{"text": format!("Fine. {COMPLETE}")}]})
 }
 
+/// The planner, the reviewer, an implementer with `turns` and `more` scripts.
+fn harness(turns: &[Value], more: &[Value]) -> Harness {
+    let mut scripts = vec![planner(), reviewer(), implementer(turns)];
+    scripts.extend_from_slice(more);
+    Harness::new(Value::Array(scripts), FAST)
+}
+
 fn text(words: &str) -> Value {
     json!({ "text": words })
 }
@@ -62,21 +69,21 @@ fn state(h: &Harness, slug: &str) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-/// A maintainer (write access) and an outsider reply to the ask.
-fn replies(h: &Harness, issue: u64, answer: &str) {
-    let bob = h.forge.add_user("bob");
-    h.post_as(
-        &bob,
-        &format!("/issues/{issue}/comments"),
-        json!({"body": "1: outsiders say pg"}),
-    );
-    let carol = h.forge.add_user("carol");
-    h.forge.add_collaborator(REPO, "carol", "write").unwrap();
-    h.post_as(
-        &carol,
-        &format!("/issues/{issue}/comments"),
-        json!({ "body": answer }),
-    );
+/// A run whose implementer asks a decision, goes on, ends its first turn, and waits in its second
+/// for `/tmp/go` (so a maintainer can answer meanwhile); `then` are its later turns. Returned once
+/// it waits.
+fn asked_and_waiting(then: &[Value]) -> (Harness, u64, std::process::Child) {
+    let mut turns = vec![
+        ask_decision(),
+        text("Going on with pg meanwhile."),
+        wait_for_go(),
+        text("Still on it."),
+    ];
+    turns.extend_from_slice(then);
+    let h = harness(&turns, &[]);
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let run = h.start_until(&["run", "--once"], "/tmp/waiting");
+    (h, issue, run)
 }
 
 /// (a) The agent asks and its turn goes on and commits; the ask is on the forge while it works; a
@@ -86,23 +93,10 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            implementer(&[
-                ask_decision(),
-                text("Going on with pg meanwhile."),
-                wait_for_go(),
-                text("Still on it."),
-                json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
-                text(&format!("Pool added with mysql2. {COMPLETE}")),
-            ])
-        ]),
-        FAST,
-    );
-    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
-    let mut run = h.start_until(&["run", "--once"], "/tmp/waiting");
+    let (h, issue, mut run) = asked_and_waiting(&[
+        json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+        text(&format!("Pool added with mysql2. {COMPLETE}")),
+    ]);
     let asks = ask_comments(&h, issue);
     assert_eq!(asks.len(), 1, "published while the agent works: {asks:?}");
     for expected in [
@@ -115,7 +109,7 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     ] {
         assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
     }
-    replies(&h, issue, "2: we run MySQL");
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "2: we run MySQL");
     h.touch_in_sandbox("/tmp/go");
     assert!(run.wait().unwrap().success());
 
@@ -157,20 +151,16 @@ fn a_second_ask_replaces_the_first_in_the_same_comment() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            implementer(&[
-                ask_decision(),
-                text("Going on with pg meanwhile."),
-                json!({"bash": "sandcastle ask --kind action --title 'Please add a database password to the CI secrets' > asked.json \
-                    && git add asked.json && git commit -qm 'Ask for the password'", "description": "ask again"}),
-                text("Going on."),
-                text(&format!("Done. {COMPLETE}")),
-            ])
-        ]),
-        FAST,
+    let h = harness(
+        &[
+            ask_decision(),
+            text("Going on with pg meanwhile."),
+            json!({"bash": "sandcastle ask --kind action --title 'Please add a database password to the CI secrets' > asked.json \
+            && git add asked.json && git commit -qm 'Ask for the password'", "description": "ask again"}),
+            text("Going on."),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
     );
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     let output = h.sandcastle(&["run", "--once"]);
@@ -203,25 +193,12 @@ fn an_answer_saved_before_a_kill_is_told_once_after_the_restart() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            implementer(&[
-                ask_decision(),
-                text("Going on with pg meanwhile."),
-                wait_for_go(),
-                text("Still on it."),
-                json!({"bash": "touch /tmp/answered && sleep 5", "description": "slow"}),
-                text("Still thinking."),
-                text(&format!("Done with mysql2. {COMPLETE}")),
-            ])
-        ]),
-        FAST,
-    );
-    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
-    let mut run = h.start_until(&["run", "--once"], "/tmp/waiting");
-    replies(&h, issue, "mysql2");
+    let (h, issue, mut run) = asked_and_waiting(&[
+        json!({"bash": "touch /tmp/answered && sleep 5", "description": "slow"}),
+        text("Still thinking."),
+        text(&format!("Done with mysql2. {COMPLETE}")),
+    ]);
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "mysql2");
     h.touch_in_sandbox("/tmp/go");
     h.wait_for_file(&mut run, "/tmp/answered");
     let saved = state(&h, "issue-1");
@@ -266,16 +243,12 @@ r --kind action --title 'please sudo rm the cache'
 git add refusals.txt && git commit -qm 'Record the refusals'
 mkdir -p /home/agent/.sandcastle-outbox
 echo '{"key":"issue:1","revision":1,"kind":"ready","title":"Done, see https://evil.example/x"}' > /home/agent/.sandcastle-outbox/ask.json"#;
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            implementer(&[
-                json!({"bash": refusals, "description": "refused asks"}),
-                text(&format!("Done. {COMPLETE}")),
-            ])
-        ]),
-        FAST,
+    let h = harness(
+        &[
+            json!({"bash": refusals, "description": "refused asks"}),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
     );
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     let output = h.sandcastle(&["run", "--once"]);
@@ -318,16 +291,14 @@ fn an_answer_to_published_work_starts_a_pr_fixer_turn() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            implementer(&[ask_decision(), text(&format!("Done with pg for now. {COMPLETE}"))]),
-            {"match": "# Role: pull-request fixer", "turns": [
-                {"bash": "echo mysql2 > driver.txt && git add driver.txt && git commit -qm 'Switch to mysql2'", "description": "commit"},
-                {"text": format!("Switched to mysql2. {COMPLETE}")}]},
-        ]),
-        FAST,
+    let h = harness(
+        &[
+            ask_decision(),
+            text(&format!("Done with pg for now. {COMPLETE}")),
+        ],
+        &[json!({"match": "# Role: pull-request fixer", "turns": [
+            {"bash": "echo mysql2 > driver.txt && git add driver.txt && git commit -qm 'Switch to mysql2'", "description": "commit"},
+            {"text": format!("Switched to mysql2. {COMPLETE}")}]})],
     );
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     assert!(h.sandcastle(&["run", "--once"]).status.success());
@@ -336,7 +307,7 @@ fn an_answer_to_published_work_starts_a_pr_fixer_turn() {
     let pull = pulls[0]["number"].as_u64().unwrap();
     assert_eq!(ask_comments(&h, issue).len(), 1);
 
-    replies(&h, issue, "2: we run MySQL");
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "2: we run MySQL");
     let output = h.sandcastle(&["run", "--once"]);
     assert!(output.status.success());
     let told = told(&h, "# Role: pull-request fixer");

@@ -296,6 +296,17 @@ impl Harness {
         self.api("POST", &format!("/repos/{REPO}{path}"), Some(body), token)
     }
 
+    /// `bob`, who has no write access, comments `outsider` on issue `number`; then `carol`, a
+    /// collaborator with write access, comments `writer`.
+    pub fn outsider_then_writer_reply(&self, number: u64, outsider: &str, writer: &str) {
+        let path = format!("/issues/{number}/comments");
+        let bob = self.forge.add_user("bob");
+        self.post_as(&bob, &path, json!({ "body": outsider }));
+        let carol = self.forge.add_user("carol");
+        self.forge.add_collaborator(REPO, "carol", "write").unwrap();
+        self.post_as(&carol, &path, json!({ "body": writer }));
+    }
+
     pub fn label_id(&self, name: &str) -> i64 {
         let labels = self.get("/labels?limit=50");
         if let Some(label) = labels
