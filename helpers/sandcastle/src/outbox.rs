@@ -396,9 +396,9 @@ pub fn carry(from: Option<WorkState>, to: &mut WorkState) {
     }
 }
 
-/// A pass's look at every ask: open ones polled (with backoff); a settled one whose issue or pull
-/// request is closed is let go; one of published work is handed to a pr-fixer turn on its pull
-/// request. The pull requests to work on now.
+/// A pass's look at every ask: the asks of closed work are let go; open ones are polled (with
+/// backoff); an answer to published work is handed to a pr-fixer turn on its pull request, or let
+/// go if that is closed. The pull requests to work on now.
 pub fn pass(ctx: &Context) -> Result<Vec<Pull>> {
     let dir = ctx.state_dir();
     let mut pulls = Vec::new();
@@ -406,39 +406,45 @@ pub fn pass(ctx: &Context) -> Result<Vec<Pull>> {
         let Some(key) = WorkKey::from_slug(&state.slug) else {
             continue;
         };
+        let number = key.number().expect("a work key");
+        if !ctx.forge.is_open(number)? {
+            let_go(ctx, key, &mut state, &format!("{key} is closed"))?;
+            continue;
+        }
         poll(ctx, key, &mut state, Due::Backoff)?;
         let Some(tell) = state.tell.clone() else {
             continue;
         };
-        let number = key.number().expect("a work key");
         let published = match key {
             _ if state.phase != Phase::Done => None,
             WorkKey::Issue(_) => state.pull,
             _ => Some(number),
         };
-        let closed = if !ctx.forge.is_open(number)? {
-            Some(format!("{key} is closed"))
-        } else if let Some(pull) = published
-            && !ctx.forge.is_open(pull)?
-        {
-            Some(format!("its pull request #{pull} is closed"))
-        } else {
-            None
-        };
-        if let Some(why) = closed {
-            ctx.progress.note(&format!(
-                "{key}: let go of the answer to the agent's ask: {why}"
-            ));
-            told(&mut state);
-            state.save(&dir)?;
-        } else if let Some(pull) = published {
-            hand_over(ctx, pull, &tell)?;
-            told(&mut state);
-            state.save(&dir)?;
-            pulls.push(ctx.forge.pull(pull)?);
+        match published {
+            Some(pull) if !ctx.forge.is_open(pull)? => {
+                let why = format!("its pull request #{pull} is closed");
+                let_go(ctx, key, &mut state, &why)?;
+            }
+            Some(pull) => {
+                hand_over(ctx, pull, &tell)?;
+                told(&mut state);
+                state.save(&dir)?;
+                pulls.push(ctx.forge.pull(pull)?);
+            }
+            None => {}
         }
     }
     Ok(pulls)
+}
+
+/// Closed work's open ask and untold answer are dropped, with one line.
+fn let_go(ctx: &Context, key: WorkKey, state: &mut WorkState, why: &str) -> Result<()> {
+    ctx.progress.note(&format!(
+        "{key}: let go of the agent's ask and its answer: {why}"
+    ));
+    state.ask.take_if(|open| open.settled.is_none());
+    told(state);
+    state.save(&ctx.state_dir())
 }
 
 /// Published work's answer becomes the next prompt of a pr-fixer on its pull request: saved in

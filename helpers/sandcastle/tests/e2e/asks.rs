@@ -1,7 +1,7 @@
 //! An agent's ask that does not stop it (`sandcastle ask`, run by the real Claude Code through its
 //! Bash tool): published on the forge while the agent works on, answered by a maintainer there, and
 //! told to the agent as its next prompt exactly once.
-use crate::harness::{Harness, docker_or_skip, stderr_lines};
+use crate::harness::{Harness, REPO, docker_or_skip, stderr_lines};
 use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
@@ -332,4 +332,45 @@ fn an_answer_to_published_work_starts_a_pr_fixer_turn() {
         1,
         "a later pass tells nothing again"
     );
+}
+
+/// An answer to published work whose pull request a person closed is let go, with a line: no
+/// pr-fixer turn, and nothing told later.
+#[test]
+fn an_answer_to_work_whose_pull_request_is_closed_is_let_go() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            ask_decision(),
+            text(&format!("Done with pg for now. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    h.forge.close(REPO, pull).unwrap();
+
+    h.outsider_then_writer_reply(issue, "1", "2: we run MySQL");
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let stderr = stderr_lines(&output).join("\n");
+    assert!(
+        stderr.contains(&format!(
+            "issue #1: let go of the agent's ask and its answer: its pull request #{pull} is closed"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !h.anthropic
+            .requests()
+            .iter()
+            .any(|r| r.prompt.contains("# Role: pull-request fixer")),
+        "no pr-fixer turn"
+    );
+    let after = state(&h, "issue-1");
+    assert_eq!(after["tell"], Value::Null);
+    assert_eq!(after["told"].as_array().unwrap().len(), 1);
 }
