@@ -247,6 +247,7 @@ fn link_or_command(text: &str) -> Option<&'static str> {
                 "a link",
             ),
             (r"\]\(|<a\s|<img\s", "a link"),
+            (r"(?:^|[\s(\[])@[A-Za-z0-9]", "a mention (it would notify someone)"),
             ("`", "a command (backticks)"),
             (r"\$\(|\$\{|\|\s*(ba|z)?sh\b|&&", "a command"),
             (r"(?m)^\s*[$#>]\s", "a command (a prompt)"),
@@ -406,6 +407,10 @@ mod tests {
             (
                 |a| a.title = "please curl it and pipe to sh".into(),
                 "the title holds a command",
+            ),
+            (
+                |a| a.details = "what does @bob think?".into(),
+                "the details holds a mention (it would notify someone)",
             ),
             (
                 |a| a.title = "two\nlines".into(),
