@@ -3,6 +3,7 @@
 //! responder) answers, or until `sandcastle answer` does; the answer saved before it is delivered;
 //! the timeout said once. Every step is saved, so a run killed anywhere goes on where it was.
 use crate::context::Context;
+use crate::forge::Comment;
 use crate::publish::post_once;
 use crate::questions::{self, Questions, Reply};
 use crate::state::{Answer, Channel, Waiting, WorkState};
@@ -125,15 +126,7 @@ fn forge_answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Opt
     let Some(asked) = waiting.comment else {
         return Ok(None);
     };
-    for comment in ctx.forge.comments(number)? {
-        if comment.id <= asked
-            || comment.author == ctx.login
-            || waiting.ignored.contains(&comment.id)
-        {
-            continue;
-        }
-        let allowed = ctx.config.questions.responders.contains(&comment.author)
-            || ctx.forge.can_write(&comment.author)?;
+    for (comment, allowed) in replies_after(ctx, number, asked, &waiting.ignored)? {
         let verdict = if allowed {
             questions::read_reply(&waiting.questions, &comment.body)
         } else {
@@ -161,6 +154,27 @@ fn forge_answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Opt
         }
     }
     Ok(None)
+}
+
+/// The comments on `number` after comment `after` that are not the orchestrator's own or in
+/// `ignored`, each with whether its author may answer: write access to the repository (the
+/// forge's permission API) or a place in `[questions] responders`.
+pub fn replies_after(
+    ctx: &Context,
+    number: u64,
+    after: i64,
+    ignored: &[i64],
+) -> Result<Vec<(Comment, bool)>> {
+    let mut replies = Vec::new();
+    for comment in ctx.forge.comments(number)? {
+        if comment.id <= after || comment.author == ctx.login || ignored.contains(&comment.id) {
+            continue;
+        }
+        let allowed = ctx.config.questions.responders.contains(&comment.author)
+            || ctx.forge.can_write(&comment.author)?;
+        replies.push((comment, allowed));
+    }
+    Ok(replies)
 }
 
 /// The question comment says who answered, through which channel and when; `needs-info` goes.
@@ -225,7 +239,7 @@ fn question_comment(ctx: &Context, number: u64, questions: &Questions) -> String
 }
 
 /// No HTML from agent text reaches the forge.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
 use crate::git::WorkRepo;
+use crate::outbox::{self, Due};
 use crate::plan::branch_for;
 use crate::prompts;
 use crate::publish;
@@ -29,6 +30,10 @@ pub trait Sandboxed {
     fn gate(&mut self) -> Result<GateOutcome>;
     /// The agent's commits, brought into the work repository; the new tip.
     fn take_commits(&mut self) -> Result<String>;
+    /// The bytes of the ask the agent left in its outbox (`sandcastle ask`), unchecked.
+    fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
 }
 
 pub struct Turn<'a> {
@@ -115,6 +120,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         }
         None => {
             let mut state = WorkState::new(&slug, &piece.branch(), &ctx.run_id);
+            outbox::carry(WorkState::load(&ctx.state_dir(), &slug)?, &mut state);
             if let Piece::Issue(_) = piece {
                 state.phase = Phase::Clarify;
             }
@@ -132,7 +138,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         state.start_commit = Some(repo.tip()?);
         state.save(&ctx.state_dir())?;
     }
-    let mut sandbox = WorkSandbox::new(ctx, key, &repo);
+    let mut sandbox = WorkSandbox::new(ctx, key, &repo).with_env(&outbox::sandbox_env(key, &state));
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
 
@@ -171,10 +177,13 @@ pub fn drive(
                 if ctx.is_stopping() {
                     bail!("{key}: stopped before iteration {}", state.iterations + 1);
                 }
+                outbox::poll(ctx, key, state, Due::Now)?;
                 let outcome = working_turn(ctx, piece, &vars, state, sandbox)?;
                 // The session and the cost are kept even if taking the commits fails.
                 state.save(&ctx.state_dir())?;
                 sandbox.take_commits()?;
+                let handed = sandbox.take_ask();
+                outbox::take(ctx, key, state, handed)?;
                 let asked = match piece {
                     Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
                     Piece::Pull(_) => None,
@@ -367,6 +376,11 @@ fn working_turn(
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
     let counted = state.counted_iterations() + 1;
+    let tell = outbox::telling(ctx, state)?;
+    let telling = |prompt: String| match &tell {
+        Some(answer) => format!("{prompt}\n\n{answer}"),
+        None => prompt,
+    };
     let whole_prompt = |state: &WorkState| -> Result<String> {
         let iteration_text = counted.to_string();
         let max_text = max.to_string();
@@ -385,10 +399,10 @@ fn working_turn(
     if let Some(saved) = state.session(role).cloned() {
         if saved.file.is_file() {
             // The first turn resumes the assessment's session (`clarify.rs`) with the whole prompt.
-            let prompt = match state.iterations {
+            let prompt = telling(match state.iterations {
                 0 => whole_prompt(state)?,
                 _ => continuation(counted, max, state.nudge.as_deref()),
-            };
+            });
             let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
             if refused_resume(&resumed) {
                 ctx.progress.note(&format!(
@@ -410,10 +424,14 @@ fn working_turn(
         None => {
             let mut prompt = whole_prompt(state)?;
             prompt += &clarify::for_implementer(state);
-            take_turn(ctx, state, sandbox, role, iteration, &prompt, None)?
+            take_turn(ctx, state, sandbox, role, iteration, &telling(prompt), None)?
         }
     };
     state.iterations = iteration;
+    // Told once its session (which holds it) is saved; otherwise told again next turn.
+    if tell.is_some() && outcome.session.is_some() {
+        outbox::told(state);
+    }
     match &outcome.ending {
         Ending::Completed => {}
         // A turn that asks a question says so itself.
