@@ -686,39 +686,43 @@ fn a_spent_issue_budget_stops_the_work_with_a_comment_saying_why() {
 
 const ASSESSOR: &str = "55555555-5555-4555-8555-555555555555";
 
-/// An issue in phase `Clarify`, as `work_on` starts one.
-fn clarifying(w: &World, piece: &Piece) -> (WorkRepo, WorkState) {
-    let (repo, mut state) = start(w, piece);
-    state.phase = Phase::Clarify;
-    (repo, state)
-}
-
-#[test]
-fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn() {
-    let w = world("");
-    let issue = issue(&w);
+/// Drives an issue from phase `Clarify` (as `work_on` starts one, with `clarification` saved) where
+/// the assessor says `assessment`, then the implementer completes with `summary` and the reviewer
+/// approves; what was asked of the sandbox.
+fn drive_clarifying(
+    w: &World,
+    clarification: Option<crate::clarify::Clarification>,
+    assessment: &'static str,
+    summary: &'static str,
+) -> Vec<Asked> {
+    let issue = issue(w);
     let piece = Piece::Issue(&issue);
-    let (repo, mut state) = clarifying(&w, &piece);
+    let (repo, mut state) = start(w, &piece);
+    state.phase = Phase::Clarify;
+    state.clarification = clarification;
     let mut script = Script::new(
         &repo,
         vec![
-            says(
-                Ending::Stopped,
-                r#"<assessment>{"completeness": 0.9}</assessment>"#,
-                None,
-            ),
-            says(
-                Ending::Completed,
-                "Done. <promise>COMPLETE</promise>",
-                Some("Answer 42"),
-            ),
+            says(Ending::Stopped, assessment, None),
+            says(Ending::Completed, summary, Some("Answer 42")),
             says(Ending::Completed, "Fine. <promise>COMPLETE</promise>", None),
         ],
         vec![true],
     );
     let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
     assert!(matches!(outcome, Outcome::PullRequest(_)), "{outcome:?}");
-    let asked = &script.asked;
+    script.asked
+}
+
+#[test]
+fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn() {
+    let w = world("");
+    let asked = &drive_clarifying(
+        &w,
+        None,
+        r#"<assessment>{"completeness": 0.9}</assessment>"#,
+        "Done. <promise>COMPLETE</promise>",
+    );
     assert_eq!(asked[0].role, Role::Assessor);
     assert!(asked[0].prompt.contains("# Role: assessor"));
     assert!(asked[0].prompt.contains("Make it answer 42."));
@@ -743,10 +747,7 @@ fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn
 #[test]
 fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_and_assumptions() {
     let w = world("[clarify]\nmaxRounds = 1\n");
-    let issue = issue(&w);
-    let piece = Piece::Issue(&issue);
-    let (repo, mut state) = clarifying(&w, &piece);
-    state.clarification = Some(crate::clarify::Clarification {
+    let answered = crate::clarify::Clarification {
         rounds: vec![crate::clarify::Round {
             question: "Which output?".into(),
             answer: Some(crate::state::Answer {
@@ -760,27 +761,13 @@ fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_an
             }),
         }],
         ..Default::default()
-    });
-    let mut script = Script::new(
-        &repo,
-        vec![
-            says(
-                Ending::Stopped,
-                r#"<assessment>{"completeness": 0.3, "question": "Which base?", "missing": ["the number base"]}</assessment>"#,
-                None,
-            ),
-            says(
-                Ending::Completed,
-                "Done. Assumptions: decimal. <promise>COMPLETE</promise>",
-                Some("Answer 42"),
-            ),
-            says(Ending::Completed, "Fine. <promise>COMPLETE</promise>", None),
-        ],
-        vec![true],
+    };
+    let asked = &drive_clarifying(
+        &w,
+        Some(answered),
+        r#"<assessment>{"completeness": 0.3, "question": "Which base?", "missing": ["the number base"]}</assessment>"#,
+        "Done. Assumptions: decimal. <promise>COMPLETE</promise>",
     );
-    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
-    assert!(matches!(outcome, Outcome::PullRequest(_)), "{outcome:?}");
-    let asked = &script.asked;
     assert!(
         asked[0]
             .prompt
@@ -801,7 +788,7 @@ fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_an
         );
     }
     assert!(
-        w.forge.comments(REPO, issue.number).is_empty(),
+        w.forge.comments(REPO, 1).is_empty(),
         "no question after the last round"
     );
     let body = pull_body(&w);
