@@ -1,4 +1,5 @@
 //! Everything a run resolves once at start and shares with every lane.
+use crate::asking::Handlers;
 use crate::forge::Forge;
 use crate::forge_text;
 use crate::git::{self, Credentials};
@@ -44,6 +45,8 @@ pub struct Context {
     pub plan_memo: Mutex<Option<PlanMemo>>,
     /// The claim comments this run holds, released by a stop as well as when the work returns.
     pub held_claims: Mutex<Vec<i64>>,
+    /// The question handlers' side of the run (`asking`).
+    pub handlers: Handlers,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -155,6 +158,7 @@ impl Context {
             stopping: AtomicBool::new(false),
             plan_memo: Mutex::new(None),
             held_claims: Mutex::new(Vec::new()),
+            handlers: Handlers::detached(),
         })
     }
 

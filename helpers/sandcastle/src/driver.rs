@@ -173,8 +173,10 @@ pub fn drive(
                     Piece::Pull(_) => None,
                 };
                 if let Some(asked) = asked {
-                    // A turn that asks does not count against maxIterations.
+                    // A turn that asks does not count against maxIterations, nor in the report.
                     state.question_turns += 1;
+                    ctx.report
+                        .record_question_turn(&key.to_string(), piece.working_role());
                     asked_a_question(ctx, key, state, asked);
                     state.save(&ctx.state_dir())?;
                     continue;
@@ -275,10 +277,7 @@ fn asked_a_question(
         Ok(questions) => {
             state.bad_questions = 0;
             state.nudge = None;
-            state.waiting = Some(asking::waiting(
-                questions,
-                &ctx.config.questions.poll_backoff,
-            ));
+            state.waiting = Some(asking::waiting(ctx, questions));
             state.phase = Phase::Waiting;
         }
         Err(why) if state.bad_questions == 0 => {

@@ -66,6 +66,6 @@ pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(why) => bail!("that does not answer issue #{number}'s questions: {why}"),
+        Err(why) => bail!("issue #{number}'s question is not answered: {why}"),
     }
 }
