@@ -396,6 +396,16 @@ mod tests {
         );
     }
 
+    /// Agent text shown on the terminal (a question's prompt) cannot steer the terminal.
+    #[test]
+    fn printable_text_has_no_control_sequences_and_no_secrets() {
+        let progress = Progress::plain(redactor(), Box::new(Shared::default()));
+        assert_eq!(
+            progress.printable("pick\x1b[2J\x1b]0;owned\x07 one\r\ntok-123456\n"),
+            "pick[2J]0;owned one\n[redacted]\n"
+        );
+    }
+
     #[test]
     fn clock_and_dollars_read_short() {
         assert_eq!(clock(Duration::from_secs(7)), "7s");

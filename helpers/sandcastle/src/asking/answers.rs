@@ -91,3 +91,76 @@ pub fn local_user() -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "the local maintainer".to_string());
     format!("{user} (local maintainer)")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::questions::{Question, Questions, Reply};
+    use crate::state::{Channel, Waiting};
+
+    fn waiting_state(project: &Path, id: &str) {
+        let mut state = WorkState::new("issue-3", "sandcastle/issue-3", "a1");
+        state.phase = Phase::Waiting;
+        let now = jiff::Timestamp::now();
+        state.waiting = Some(Waiting {
+            id: id.into(),
+            questions: Questions {
+                title: "t".into(),
+                prose: String::new(),
+                items: vec![Question {
+                    title: "q".into(),
+                    prose: String::new(),
+                    options: Vec::new(),
+                }],
+            },
+            asked_at: now,
+            channels: vec![Channel::Forge],
+            comment: None,
+            polls: 0,
+            next_poll: now,
+            ignored: Vec::new(),
+            timed_out: false,
+            answer: None,
+        });
+        state.save(&project.join(".sandcastle/logs/state")).unwrap();
+    }
+
+    fn answer(by: &str, channel: Channel) -> Answer {
+        Answer {
+            by: by.into(),
+            channel,
+            at: jiff::Timestamp::now(),
+            replies: vec![Reply {
+                option: None,
+                text: "yes".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_first_answer_wins_and_a_late_one_never_answers_a_later_question() {
+        let project = tempfile::tempdir().unwrap();
+        let project = project.path();
+        waiting_state(project, "first");
+        leave(project, 3, "first", &answer("dana", Channel::Terminal))
+            .unwrap()
+            .unwrap();
+        let second = leave(project, 3, "first", &answer("eve", Channel::Command)).unwrap();
+        assert_eq!(
+            second.unwrap_err(),
+            "it was already answered by dana through the terminal of `sandcastle run`"
+        );
+        assert_eq!(take(project, "first").unwrap().unwrap().by, "dana");
+
+        // The agent asked again: an answer to the first question does not answer this one.
+        remove(project, "first").unwrap();
+        waiting_state(project, "second");
+        let late = leave(project, 3, "first", &answer("eve", Channel::Command)).unwrap();
+        assert_eq!(
+            late.unwrap_err(),
+            "issue #3 no longer waits for that question"
+        );
+        assert!(take(project, "second").unwrap().is_none());
+        assert!(take(project, "first").unwrap().is_none());
+    }
+}

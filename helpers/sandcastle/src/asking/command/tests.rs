@@ -166,12 +166,12 @@ fn near_json() -> impl Strategy<Value = String> {
 
 proptest! {
     #[test]
-    fn no_output_makes_the_reader_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+    fn no_output_panics_the_reader(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         let _ = read_response(&questions(), &bytes);
     }
 
     #[test]
-    fn no_near_json_output_makes_the_reader_panic(text in near_json()) {
+    fn no_near_json_output_panics_the_reader(text in near_json()) {
         let _ = read_response(&questions(), text.as_bytes());
     }
 
@@ -188,4 +188,62 @@ proptest! {
         });
         let _ = read_response(&questions(), response.to_string().as_bytes());
     }
+}
+
+fn sh(script: &str, limit: Duration) -> Result<Vec<u8>, String> {
+    let children = Children::default();
+    let argv = ["sh".to_string(), "-c".to_string(), script.to_string()];
+    let out = run(
+        &argv,
+        Path::new("."),
+        b"{\"version\":1}".to_vec(),
+        limit,
+        &children,
+    );
+    assert!(children.lock().unwrap().is_empty(), "no child left listed");
+    out
+}
+
+#[test]
+fn the_command_reads_the_request_and_its_failures_are_one_line() {
+    assert_eq!(
+        sh("cat", Duration::from_secs(10)).unwrap(),
+        b"{\"version\":1}",
+        "the request is on stdin"
+    );
+    assert_eq!(
+        sh(
+            "echo first >&2; echo the bridge is down >&2; exit 3",
+            Duration::from_secs(10)
+        )
+        .unwrap_err(),
+        "`sh` exited with exit status: 3: the bridge is down"
+    );
+    assert_eq!(
+        sh("sleep 60 & sleep 60; wait", Duration::from_secs(1)).unwrap_err(),
+        "`sh` did not answer within the question's timeout and was stopped"
+    );
+    let children = Children::default();
+    let missing = run(
+        &["/nonexistent/ask".to_string()],
+        Path::new("."),
+        Vec::new(),
+        Duration::from_secs(1),
+        &children,
+    )
+    .unwrap_err();
+    assert!(
+        missing.starts_with("cannot start `/nonexistent/ask`"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn output_beyond_the_bound_is_refused_without_blocking_the_command() {
+    let why = read_response(
+        &questions(),
+        &sh("head -c 300000 /dev/zero", Duration::from_secs(30)).unwrap(),
+    )
+    .unwrap_err();
+    assert!(why.contains("longer than"), "{why}");
 }
