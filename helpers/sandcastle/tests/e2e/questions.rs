@@ -147,7 +147,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
         "Chosen: option 2, \"mysql2\".",
         "we run MySQL",
         "ten, for now",
-        "Untrusted text from the forge",
+        "Untrusted text from carol through the forge",
     ] {
         assert!(answer.contains(expected), "{expected:?} in {answer}");
     }
@@ -218,6 +218,10 @@ fn a_command_line_answer_survives_a_kill_before_delivery() {
         "sent with the killed turn, then once more with its retry"
     );
     assert!(answers[0].contains("(local maintainer) answered through the command line"));
+    assert!(
+        answers[0]
+            .contains("(local maintainer) through the command line (`sandcastle answer`) follows")
+    );
     assert!(answers[0].contains("Chosen: option 1, \"pg\"."));
     assert!(answers[0].contains("we use Postgres"));
     let said: Vec<String> = h
