@@ -5,7 +5,7 @@
 //! read like any reply from outside: strictly, and checked by the rules every channel's answers
 //! pass (`questions::checked`). The shapes are versioned (`"version": 1`) and in the README.
 use super::answers;
-use crate::context::Context;
+use crate::context::{Context, HOST_ONLY_KEYS};
 use crate::deadline::Watchdog;
 use crate::questions::{self, Questions, Reply};
 use crate::state::{Answer, Channel, Waiting};
@@ -238,7 +238,12 @@ fn run(
     children: &Children,
 ) -> Result<Vec<u8>, String> {
     let (program, args) = argv.split_first().ok_or("`[questions] command` is empty")?;
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    // A bridge has no business with the orchestrator's forge tokens.
+    for key in HOST_ONLY_KEYS {
+        command.env_remove(key);
+    }
+    let mut child = command
         .args(args)
         .current_dir(project)
         .stdin(Stdio::piped())

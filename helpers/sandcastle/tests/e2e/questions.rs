@@ -53,6 +53,21 @@ fn implementer_latest(h: &Harness) -> Vec<String> {
         .collect()
 }
 
+/// A project whose implementer asks [`TWO_QUESTIONS`] on issue 1, then finishes the work once
+/// answered; `config` is the `[questions]` table.
+fn two_questions_then_done(config: &str) -> (Harness, u64) {
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            asking_implementer(TWO_QUESTIONS, &finishing())
+        ]),
+        config,
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    (h, issue)
+}
+
 /// (a) Two questions: a reply without write access is ignored, a maintainer's counts; the answer
 /// reaches the agent with its provenance; the work completes; no container waits.
 #[test]
@@ -60,15 +75,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            asking_implementer(TWO_QUESTIONS, &finishing())
-        ]),
-        FAST,
-    );
-    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let (h, issue) = two_questions_then_done(FAST);
     let run = |label: &str| {
         let output = h.sandcastle(&["run", "--once"]);
         assert!(output.status.success(), "{label}");
@@ -317,14 +324,32 @@ fn wait_for(what: &str, run: &mut std::process::Child, mut done: impl FnMut() ->
     }
 }
 
-/// The answer prompt the agent got, which must name `channel` and `by` in its header and fence.
-fn delivered_answer(h: &Harness) -> String {
+/// The answer reached the agent once, naming `by` and `channel` in its header and its fence, with
+/// the chosen option; the forge comment says who answered through which channel.
+fn answered_with_provenance(h: &Harness, issue: u64, by: &str, channel: &str) {
     let answers: Vec<String> = implementer_latest(h)
         .into_iter()
         .filter(|l| l.contains("# The answer to your questions"))
         .collect();
     assert_eq!(answers.len(), 1, "delivered once: {answers:?}");
-    answers[0].clone()
+    for expected in [
+        format!("{by} answered through {channel} at"),
+        "Chosen: option 2, \"mysql2\".".to_string(),
+        format!("Untrusted text from {by} through {channel} follows"),
+        "we run MySQL".to_string(),
+        "ten, for now".to_string(),
+    ] {
+        assert!(
+            answers[0].contains(&expected),
+            "{expected:?} in {}",
+            answers[0]
+        );
+    }
+    let comments = h.comments_of(issue);
+    assert!(
+        comments[0].contains(&format!("**Answered** by {by} through {channel} at")),
+        "{comments:?}"
+    );
 }
 
 /// (d) The `command` handler: the template's file bridge gets the question as JSON on stdin, its
@@ -339,18 +364,10 @@ fn the_question_command_answers_and_the_work_goes_on() {
         .join("../../templates/rust/.sandcastle/ask-by-file.sh")
         .canonicalize()
         .unwrap();
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            asking_implementer(TWO_QUESTIONS, &finishing())
-        ]),
-        &format!(
-            "[questions]\npollBackoff = [\"1s\"]\nhandlers = [\"command\", \"forge\"]\ncommand = [\"sh\", \"{}\"]\n",
-            bridge.display()
-        ),
-    );
-    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let (h, issue) = two_questions_then_done(&format!(
+        "[questions]\npollBackoff = [\"1s\"]\nhandlers = [\"command\", \"forge\"]\ncommand = [\"sh\", \"{}\"]\n",
+        bridge.display()
+    ));
     let mut run = h
         .command(&["run"])
         .stdout(std::process::Stdio::null())
@@ -406,20 +423,11 @@ fn the_question_command_answers_and_the_work_goes_on() {
         "nothing configured was skipped"
     );
 
-    let answer = delivered_answer(&h);
-    for expected in [
-        "Dana (ntfy) answered through the question command (`[questions] command`) at",
-        "Chosen: option 2, \"mysql2\".",
-        "Untrusted text from Dana (ntfy) through the question command",
-        "we run MySQL",
-        "ten, for now",
-    ] {
-        assert!(answer.contains(expected), "{expected:?} in {answer}");
-    }
-    let comments = h.comments_of(issue);
-    assert!(
-        comments[0].contains("**Answered** by Dana (ntfy) through the question command"),
-        "{comments:?}"
+    answered_with_provenance(
+        &h,
+        issue,
+        "Dana (ntfy)",
+        "the question command (`[questions] command`)",
     );
     assert!(!h.labels_of(issue).contains(&"needs-info".to_string()));
     assert!(
@@ -517,15 +525,9 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            asking_implementer(TWO_QUESTIONS, &finishing())
-        ]),
+    let (h, issue) = two_questions_then_done(
         "[questions]\npollBackoff = [\"1h\"]\nhandlers = [\"terminal\", \"forge\"]\n",
     );
-    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     let unset: Vec<String> = [
         "FORGEJO_TOKEN",
         "FORGEJO_USER",
@@ -564,19 +566,10 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
     tmux.shows("sandcastle-exited-");
     eprintln!("--- the terminal\n{}", tmux.screen());
 
-    let answer = delivered_answer(&h);
-    for expected in [
-        "dana (local maintainer) answered through the terminal of `sandcastle run` at",
-        "Chosen: option 2, \"mysql2\".",
-        "Untrusted text from dana (local maintainer) through the terminal",
-        "we run MySQL",
-        "ten, for now",
-    ] {
-        assert!(answer.contains(expected), "{expected:?} in {answer}");
-    }
-    let comments = h.comments_of(issue);
-    assert!(
-        comments[0].contains("**Answered** by dana (local maintainer) through the terminal"),
-        "{comments:?}"
+    answered_with_provenance(
+        &h,
+        issue,
+        "dana (local maintainer)",
+        "the terminal of `sandcastle run`",
     );
 }
