@@ -144,14 +144,14 @@ pub fn say_skipped(ctx: &Context) {
     }
 }
 
-/// A new question, asked nowhere yet; it will go to the handlers reachable now.
+/// A new question, asked nowhere yet ([`ask`] asks it).
 pub fn waiting(ctx: &Context, questions: Questions) -> Waiting {
     let now = Timestamp::now();
     Waiting {
         id: uuid::Uuid::new_v4().simple().to_string(),
         questions,
         asked_at: now,
-        channels: reachable(ctx).into_iter().map(Channel::from).collect(),
+        channels: Vec::new(),
         comment: None,
         polls: 0,
         next_poll: after(now, &ctx.config.questions.poll_backoff, 0),
@@ -170,10 +170,11 @@ fn after(now: Timestamp, backoff: &[Duration], polls: u32) -> Timestamp {
     now + jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX)
 }
 
-/// Puts the question to each of its channels and labels the issue `needs-info` (which keeps it
-/// from the planner while it waits). The forge comment is posted once, ever (a failure is tried
-/// again by the next pass); a terminal prompt and the command are asked once per run, so a
-/// restarted run asks through them again.
+/// Puts the question to each handler that can reach a person in this run, adding it to the
+/// question's channels, and labels the issue `needs-info` (which keeps it from the planner while it
+/// waits). The forge comment is posted once, ever (a failure is tried again by the next pass); a
+/// terminal prompt and the command are asked once per run, so a restarted run asks through them
+/// again, and a looping run on a terminal asks there a question an earlier `--once` run asked.
 pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
     let Some(waiting) = state.waiting.as_mut() else {
         return Ok(());
@@ -181,25 +182,33 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
     if waiting.answer.is_some() || waiting.timed_out {
         return Ok(());
     }
+    let first_in_this_run = !ctx.handlers.asked_in_this_run(&waiting.id);
+    if first_in_this_run {
+        for channel in reachable(ctx).into_iter().map(Channel::from) {
+            if !waiting.channels.contains(&channel) {
+                waiting.channels.push(channel);
+            }
+        }
+    }
     if waiting.channels.contains(&Channel::Forge) && waiting.comment.is_none() {
         forge::ask(ctx, number, waiting)?;
-        state.save(&ctx.state_dir())?;
     }
-    let waiting = state.waiting.as_ref().expect("read above");
-    if ctx.handlers.asked_in_this_run(&waiting.id) {
+    state.save(&ctx.state_dir())?;
+    if !first_in_this_run {
         return Ok(());
     }
     ctx.forge.add_labels(number, &["needs-info"])?;
+    let waiting = state.waiting.as_ref().expect("read above");
     ctx.handlers.mark_asked(&waiting.id);
-    for channel in &waiting.channels {
-        match channel {
-            Channel::Terminal => {
+    for handler in reachable(ctx) {
+        match handler {
+            Handler::Terminal => {
                 if let Ok(terminal) = &ctx.handlers.terminal {
                     terminal.ask(ctx, number, waiting);
                 }
             }
-            Channel::Command => command::ask(ctx, number, waiting),
-            Channel::Forge | Channel::CommandLine => {}
+            Handler::Command => command::ask(ctx, number, waiting),
+            Handler::Forge => {}
         }
     }
     let through: Vec<String> = waiting.channels.iter().map(|c| c.to_string()).collect();

@@ -41,7 +41,7 @@ pub struct Waiting {
     pub id: String,
     pub questions: Questions,
     pub asked_at: jiff::Timestamp,
-    /// Where it was asked: the `[questions] handlers` that could reach a person in the run that
+    /// Where it was asked: the `[questions] handlers` that could reach a person in the runs that
     /// asked it (`asking::reachable`). `sandcastle answer` can answer it besides.
     pub channels: Vec<Channel>,
     /// The forge comment asking it, once posted.

@@ -1,6 +1,6 @@
 //! An agent's blocking question, asked on the forge and answered by a maintainer (or from the
 //! command line): the issue waits without a container, and the answer is the agent's next prompt.
-use crate::harness::{Harness, REPO, docker_or_skip, sigterm};
+use crate::harness::{Harness, REPO, docker_or_skip, sigterm, stderr_lines};
 use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
@@ -516,8 +516,9 @@ impl Drop for Tmux {
     }
 }
 
-/// (d) The `terminal` handler, driven through a pseudo-terminal (tmux): while `sandcastle run`
-/// loops on a terminal, the question is asked there; an option is picked for the first question
+/// (d) The `terminal` handler, driven through a pseudo-terminal (tmux): `run --once` skips it with
+/// one line and asks on the forge; then, while `sandcastle run` loops on a terminal, the question
+/// is asked there too; an option is picked for the first question
 /// and text written for the second; the answer reaches the agent through the saved-answer path,
 /// with the local maintainer and the terminal as its provenance, and the work completes.
 #[test]
@@ -528,6 +529,28 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
     let (h, issue) = two_questions_then_done(
         "[questions]\npollBackoff = [\"1h\"]\nhandlers = [\"terminal\", \"forge\"]\n",
     );
+    let once = h.sandcastle(&["run", "--once"]);
+    assert!(once.status.success());
+    let skipped: Vec<String> = stderr_lines(&once)
+        .into_iter()
+        .filter(|l| l.contains("handler is skipped"))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0].contains(
+            "questions: the terminal handler is skipped in this run: `run --once` and `run --issue` never wait for a person"
+        ),
+        "{skipped:?}"
+    );
+    let channels = || {
+        let state: Value = serde_json::from_slice(
+            &std::fs::read(h.project().join(".sandcastle/logs/state/issue-1.json")).unwrap(),
+        )
+        .unwrap();
+        state["waiting"]["channels"].clone()
+    };
+    assert_eq!(channels(), json!(["forge"]));
+
     let unset: Vec<String> = [
         "FORGEJO_TOKEN",
         "FORGEJO_USER",
@@ -547,6 +570,11 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
     ));
     tmux.shows("Question 1 of 2: Which driver?");
     tmux.shows("2. mysql2: MySQL client");
+    assert_eq!(
+        channels(),
+        json!(["forge", "terminal"]),
+        "where it really went"
+    );
     tmux.keys(&["Down", "Enter"]);
     tmux.shows("Why (optional)");
     tmux.keys(&["we run MySQL", "Enter"]);
