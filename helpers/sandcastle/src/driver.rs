@@ -32,7 +32,10 @@ pub trait Sandboxed {
 
 pub struct Turn<'a> {
     pub role: Role,
+    /// The role's turn on this work, from 1 (it names the transcript).
     pub iteration: u32,
+    /// The iteration as `maxIterations` counts it (question turns left out), shown live.
+    pub counted: u32,
     pub max_iterations: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a SavedSession>,
@@ -416,6 +419,11 @@ fn take_turn(
     let turn = Turn {
         role,
         iteration,
+        // The working role's turn is not counted in `state` until it ends.
+        counted: match role {
+            Role::Reviewer => iteration,
+            _ => state.counted_iterations() + 1,
+        },
         max_iterations: ctx.config.max_iterations,
         prompt,
         resume,
