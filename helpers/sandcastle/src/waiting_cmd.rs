@@ -38,7 +38,9 @@ pub fn list(project: &Path) -> Result<ExitCode> {
                     "a comment on {}/{}/issues/{number}",
                     settings.config.forge_url, settings.config.repo
                 ),
-                other => other.to_string(),
+                Channel::Terminal => "the prompt of a looping `sandcastle run`".to_string(),
+                Channel::Command => "the question command's reply".to_string(),
+                Channel::CommandLine => format!("`sandcastle answer {number} <text>`"),
             })
             .collect();
         answer_with.push(format!("`sandcastle answer {number} <text>`"));

@@ -601,3 +601,36 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
         "the terminal of `sandcastle run`",
     );
 }
+
+/// A stop (Ctrl-C) while the terminal prompt is open ends the run as any stop does; the question
+/// still waits, and the terminal is left usable (echo and line editing back on).
+#[test]
+fn a_stop_during_the_terminal_prompt_leaves_the_question_waiting() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = two_questions_then_done("[questions]\npollBackoff = [\"1h\"]\n");
+    let tmux = Tmux::start(&format!(
+        "cd '{}' && env -u FORGEJO_TOKEN -u ANTHROPIC_API_KEY '{}' run; echo sandcastle-exited-$?; stty -a; sleep 600",
+        h.project().display(),
+        env!("CARGO_BIN_EXE_sandcastle"),
+    ));
+    tmux.shows("Question 1 of 2: Which driver?");
+    tmux.shows("2. mysql2: MySQL client");
+    tmux.keys(&["C-c"]);
+    tmux.shows("sandcastle-exited-130");
+    let screen = tmux.screen();
+    assert!(
+        screen.contains(" icanon") && screen.contains(" echo"),
+        "{screen}"
+    );
+    assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
+    let listed = String::from_utf8_lossy(&h.sandcastle(&["questions"]).stdout).into_owned();
+    assert!(
+        listed.contains(
+            "through the terminal of `sandcastle run`, the forge; answer with the prompt of a looping \
+             `sandcastle run` or a comment on"
+        ),
+        "{listed}"
+    );
+}
