@@ -44,6 +44,12 @@ fn reviewer() -> Value {
 
 const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n";
 
+/// Issue 1's saved state.
+fn saved_state(h: &Harness) -> Value {
+    let path = h.project().join(".sandcastle/logs/state/issue-1.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 fn implementer_latest(h: &Harness) -> Vec<String> {
     h.anthropic
         .requests()
@@ -101,10 +107,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
             comments[0]
         );
     }
-    let state: Value = serde_json::from_slice(
-        &std::fs::read(h.project().join(".sandcastle/logs/state/issue-1.json")).unwrap(),
-    )
-    .unwrap();
+    let state = saved_state(&h);
     assert_eq!(state["phase"], "waiting");
     assert_eq!(state["waiting"]["channels"], json!(["forge"]));
     let listed = h.sandcastle(&["questions"]);
@@ -391,10 +394,7 @@ fn the_question_command_answers_and_the_work_goes_on() {
     let here = here.unwrap();
     let request: Value =
         serde_json::from_slice(&std::fs::read(here.join("request.json")).unwrap()).unwrap();
-    let state: Value = serde_json::from_slice(
-        &std::fs::read(h.project().join(".sandcastle/logs/state/issue-1.json")).unwrap(),
-    )
-    .unwrap();
+    let state = saved_state(&h);
     assert_eq!(state["waiting"]["channels"], json!(["command", "forge"]));
     assert_eq!(request["version"], 1);
     assert_eq!(request["id"], state["waiting"]["id"]);
@@ -542,13 +542,7 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
         ),
         "{skipped:?}"
     );
-    let channels = || {
-        let state: Value = serde_json::from_slice(
-            &std::fs::read(h.project().join(".sandcastle/logs/state/issue-1.json")).unwrap(),
-        )
-        .unwrap();
-        state["waiting"]["channels"].clone()
-    };
+    let channels = || saved_state(&h)["waiting"]["channels"].clone();
     assert_eq!(channels(), json!(["forge"]));
 
     let unset: Vec<String> = [
