@@ -9,8 +9,8 @@
 //! run` has a terminal), [`command`] (`[questions] command`, JSON in and out). A terminal prompt
 //! and a command run on threads of their own while the run's other work goes on; a restarted
 //! run asks through them again.
-pub mod answers;
-pub mod command;
+mod answers;
+mod command;
 mod forge;
 mod terminal;
 

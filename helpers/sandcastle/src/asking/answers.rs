@@ -12,9 +12,8 @@ fn path(project: &Path, id: &str) -> PathBuf {
         .join(format!("{id}.json"))
 }
 
-/// Leaves `answer` to issue `number`'s question `id` for the run. `Ok(Err(why))`: it comes too
-/// late (the question was answered, or is no longer waiting) and nothing was written.
-pub fn leave(project: &Path, number: u64, id: &str, answer: &Answer) -> Result<Result<(), String>> {
+/// Whether issue `number`'s question `id` still waits for an answer; `Ok(Err(why))` when not.
+pub fn still_open(project: &Path, number: u64, id: &str) -> Result<Result<(), String>> {
     let state_dir = project.join(".sandcastle/logs/state");
     let state = WorkState::load(&state_dir, &format!("issue-{number}"))?;
     let waiting = state
@@ -27,8 +26,21 @@ pub fn leave(project: &Path, number: u64, id: &str, answer: &Answer) -> Result<R
             "issue #{number} no longer waits for that question"
         )));
     };
-    if let Some(earlier) = &waiting.answer {
-        return Ok(Err(already(earlier)));
+    let earlier = match &waiting.answer {
+        Some(answer) => Some(answer.clone()),
+        None => take(project, id)?,
+    };
+    Ok(match earlier {
+        Some(earlier) => Err(already(&earlier)),
+        None => Ok(()),
+    })
+}
+
+/// Leaves `answer` to issue `number`'s question `id` for the run. `Ok(Err(why))`: it comes too
+/// late (the question was answered, or is no longer waiting) and nothing was written.
+pub fn leave(project: &Path, number: u64, id: &str, answer: &Answer) -> Result<Result<(), String>> {
+    if let Err(why) = still_open(project, number, id)? {
+        return Ok(Err(why));
     }
     let path = path(project, id);
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));

@@ -63,6 +63,13 @@ struct Desk {
 impl Desk {
     fn serve(&self, asked: &Asked) {
         let number = asked.number;
+        // Answered elsewhere while it waited in the queue: nothing to ask.
+        if !matches!(
+            answers::still_open(&self.project, number, &asked.id),
+            Ok(Ok(()))
+        ) {
+            return;
+        }
         let prompted = {
             let _paused = self.progress.pause();
             prompt(&self.progress, asked)
