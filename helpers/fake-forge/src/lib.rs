@@ -240,6 +240,14 @@ impl FakeForge {
         Ok(())
     }
 
+    /// Closes issue or pull request `number` of `repo`, as a person would on the forge's page.
+    pub fn close(&self, repo: &str, number: u64) -> Result<()> {
+        let (owner, name) = split_repo(repo)?;
+        let mut state = self.shared.state();
+        let repo = state.repo_mut(owner, name).map_err(api_error)?;
+        repo.close(number).map_err(api_error)
+    }
+
     /// The bare repository behind `{owner}/{name}.git`.
     pub fn bare_repo_path(&self, owner: &str, name: &str) -> PathBuf {
         self.shared.repo_dir(owner, name)

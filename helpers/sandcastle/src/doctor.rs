@@ -21,7 +21,7 @@ const ORCHESTRATOR_PROGRAMS: [&str; 8] = [
     "sleep",
 ];
 /// Programs the prompts tell the agents to call; `tea` too when sandboxes get a forge login.
-const AGENT_PROGRAMS: [&str; 3] = ["git", "fmt", "check"];
+const AGENT_PROGRAMS: [&str; 4] = ["git", "fmt", "check", "sandcastle"];
 /// Programs `sandcastle` itself runs on the host.
 const HOST_PROGRAMS: [&str; 2] = ["git", "docker"];
 

@@ -10,6 +10,7 @@ use crate::context::Context;
 use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
 use crate::git::WorkRepo;
+use crate::outbox::{self, Due};
 use crate::plan::branch_for;
 use crate::prompts;
 use crate::publish;
@@ -28,6 +29,10 @@ pub trait Sandboxed {
     fn gate(&mut self) -> Result<GateOutcome>;
     /// The agent's commits, brought into the work repository; the new tip.
     fn take_commits(&mut self) -> Result<String>;
+    /// The bytes of the ask the agent left in its outbox (`sandcastle ask`), unchecked.
+    fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
 }
 
 pub struct Turn<'a> {
@@ -115,7 +120,11 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
             ));
             state
         }
-        None => WorkState::new(&slug, &piece.branch(), &ctx.run_id),
+        None => {
+            let mut state = WorkState::new(&slug, &piece.branch(), &ctx.run_id);
+            outbox::carry(WorkState::load(&ctx.state_dir(), &slug)?, &mut state);
+            state
+        }
     };
     let repo = WorkRepo::prepare(
         &ctx.repo_dir(&slug),
@@ -128,7 +137,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         state.start_commit = Some(repo.tip()?);
         state.save(&ctx.state_dir())?;
     }
-    let mut sandbox = WorkSandbox::new(ctx, key, &repo);
+    let mut sandbox = WorkSandbox::new(ctx, key, &repo).with_env(&outbox::sandbox_env(key, &state));
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
 
@@ -167,10 +176,13 @@ pub fn drive(
                 if ctx.is_stopping() {
                     bail!("{key}: stopped before iteration {}", state.iterations + 1);
                 }
+                outbox::poll(ctx, key, state, Due::Now)?;
                 let outcome = working_turn(ctx, piece, &vars, state, sandbox)?;
                 // The session and the cost are kept even if taking the commits fails.
                 state.save(&ctx.state_dir())?;
                 sandbox.take_commits()?;
+                let handed = sandbox.take_ask();
+                outbox::take(ctx, key, state, handed)?;
                 let asked = match piece {
                     Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
                     Piece::Pull(_) => None,
@@ -350,10 +362,15 @@ fn working_turn(
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
     let counted = state.counted_iterations() + 1;
+    let tell = outbox::telling(ctx, state)?;
+    let telling = |prompt: String| match &tell {
+        Some(answer) => format!("{prompt}\n\n{answer}"),
+        None => prompt,
+    };
     let mut outcome = None;
     if let Some(saved) = state.session(role).cloned() {
         if saved.file.is_file() {
-            let prompt = continuation(counted, max, state.nudge.as_deref());
+            let prompt = telling(continuation(counted, max, state.nudge.as_deref()));
             let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
             if refused_resume(&resumed) {
                 ctx.progress.note(&format!(
@@ -384,10 +401,14 @@ fn working_turn(
             if iteration > 1 {
                 prompt += &earlier_iterations(&state.last_summary, state.nudge.as_deref());
             }
-            take_turn(ctx, state, sandbox, role, iteration, &prompt, None)?
+            take_turn(ctx, state, sandbox, role, iteration, &telling(prompt), None)?
         }
     };
     state.iterations = iteration;
+    // Told once its session (which holds it) is saved; otherwise told again next turn.
+    if tell.is_some() && outcome.session.is_some() {
+        outbox::told(state);
+    }
     match &outcome.ending {
         Ending::Completed => {}
         // A turn that asks a question says so itself.

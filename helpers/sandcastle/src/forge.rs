@@ -281,6 +281,12 @@ impl Forge {
         Ok(issue.updated_at)
     }
 
+    /// Whether issue or pull request `number` is open.
+    pub fn is_open(&self, number: u64) -> Result<bool> {
+        let issue: ApiIssue = self.get_json(&self.repo_path(&format!("/issues/{number}")))?;
+        Ok(issue.state == "open")
+    }
+
     /// `GET /repos/{o}/{r}/pulls/{index}`.
     pub fn pull(&self, number: u64) -> Result<Pull> {
         let pull: ApiPull = self.get_json(&self.repo_path(&format!("/pulls/{number}")))?;
@@ -720,6 +726,8 @@ struct ApiIssue {
     pull_request: Option<Value>,
     #[serde(default, deserialize_with = "null_as_default")]
     updated_at: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    state: String,
 }
 
 impl From<ApiIssue> for Issue {

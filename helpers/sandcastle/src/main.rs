@@ -2,6 +2,7 @@
 //! (Claude Code) work on Forgejo issues in Docker sandboxes; the orchestrator owns every push and
 //! every forge change.
 mod agent;
+mod ask;
 mod asking;
 mod checkout;
 mod claims;
@@ -14,6 +15,7 @@ mod forge_text;
 mod gate;
 mod git;
 mod lock;
+mod outbox;
 mod pass;
 mod plan;
 mod planning;
@@ -76,10 +78,19 @@ enum Command {
         #[arg(required = true, value_name = "TEXT")]
         text: Vec<String>,
     },
+    /// Inside a sandbox: ask a person without stopping (the answer is a later prompt). Prints
+    /// `{"key":…,"revision":…,"status":"open"}`; a refused ask exits 2 with one line.
+    Ask(ask::AskArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return bad_arguments(e),
+    };
+    if let Some(Command::Ask(args)) = cli.command {
+        return ask::command(args);
+    }
     let project = match cli.project {
         Some(dir) => std::fs::canonicalize(&dir).map_err(|e| {
             anyhow::anyhow!("cannot use the project directory {}: {e}", dir.display())
@@ -97,6 +108,7 @@ fn main() -> ExitCode {
         Some(Command::Answer { issue, text }) => {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
+        Some(Command::Ask(_)) => unreachable!("answered above, without a project"),
     });
     match result {
         Ok(code) => code,
@@ -106,4 +118,19 @@ fn main() -> ExitCode {
             ExitCode::from(if config_error { 2 } else { 1 })
         }
     }
+}
+
+/// clap's own message, except for `sandcastle ask`, whose caller is an agent: one line, exit 2.
+fn bad_arguments(error: clap::Error) -> ExitCode {
+    let asking = std::env::args().nth(1).as_deref() == Some("ask");
+    if !asking || !error.use_stderr() {
+        error.exit();
+    }
+    let text = error.render().to_string();
+    let line = text.lines().next().unwrap_or("bad arguments");
+    eprintln!(
+        "sandcastle ask: refused: {}",
+        line.trim_start_matches("error: ")
+    );
+    ExitCode::from(2)
 }

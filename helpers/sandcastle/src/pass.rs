@@ -5,6 +5,7 @@ use crate::claims::{self, Claimed};
 use crate::context::Context;
 use crate::driver::{Piece, work_on};
 use crate::forge::Issue;
+use crate::outbox;
 use crate::planning;
 use crate::role::WorkKey;
 use crate::state::{Outcome, WorkState};
@@ -28,6 +29,13 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     let mut summary = PassSummary::default();
     finish_publishing(ctx, &base, &mut summary)?;
     answered_questions(ctx, &base, &mut summary)?;
+    let answered_asks = outbox::pass(ctx)?;
+    run_parallel(
+        ctx,
+        answered_asks.iter().map(Piece::Pull).collect(),
+        &base,
+        &mut summary,
+    );
     let pulls = ctx.forge.open_pulls()?;
 
     if only_issue.is_none() {

@@ -1,6 +1,7 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
+use crate::outbox::{OpenAsk, Telling};
 use crate::questions::{Questions, Reply};
 use crate::role::Role;
 use anyhow::{Context as _, Result};
@@ -129,6 +130,15 @@ pub struct WorkState {
     /// The question waiting for its answer (phase `Waiting`).
     #[serde(default)]
     pub waiting: Option<Waiting>,
+    /// The agent's latest ask that did not stop it (`sandcastle ask`), as published.
+    #[serde(default)]
+    pub ask: Option<OpenAsk>,
+    /// A settled ask's answer, told in the working agent's next turn.
+    #[serde(default)]
+    pub tell: Option<Telling>,
+    /// The keys of answers already told: none is told twice.
+    #[serde(default)]
+    pub told: Vec<String>,
     /// The last result text of the working agent.
     pub last_summary: String,
     /// The latest saved session of each role, resumable in a fresh container.
@@ -175,6 +185,9 @@ impl WorkState {
             question_turns: 0,
             bad_questions: 0,
             waiting: None,
+            ask: None,
+            tell: None,
+            told: Vec::new(),
             last_summary: String::new(),
             sessions: Vec::new(),
             nudge: None,
@@ -252,6 +265,13 @@ impl WorkState {
     /// Every saved state waiting for an answer.
     pub fn all_waiting(dir: &Path) -> Result<Vec<WorkState>> {
         Self::all_where(dir, |state| state.phase == Phase::Waiting)
+    }
+
+    /// Every saved state with an ask that is open or an answer not yet told.
+    pub fn with_asks(dir: &Path) -> Result<Vec<WorkState>> {
+        Self::all_where(dir, |state| {
+            state.tell.is_some() || state.ask.as_ref().is_some_and(|a| a.settled.is_none())
+        })
     }
 
     /// Iterations that count against `maxIterations`.

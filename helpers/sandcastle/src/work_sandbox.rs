@@ -7,6 +7,7 @@ use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
 use crate::git::WorkRepo;
+use crate::outbox;
 use crate::progress::Status;
 use crate::role::WorkKey;
 use crate::sandbox::{Sandbox, SandboxSpec};
@@ -23,6 +24,8 @@ pub struct WorkSandbox<'a> {
     /// Transcripts and session files of this work in this run.
     log_dir: PathBuf,
     repo: &'a WorkRepo,
+    /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
+    work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
 }
 
@@ -33,8 +36,15 @@ impl<'a> WorkSandbox<'a> {
             key,
             log_dir: ctx.work_log_dir(&key.slug()),
             repo,
+            work_env: Vec::new(),
             sandbox: None,
         }
+    }
+
+    /// Gives every exec of this sandbox `vars` too.
+    pub fn with_env(mut self, vars: &[(String, String)]) -> WorkSandbox<'a> {
+        self.work_env = vars.to_vec();
+        self
     }
 
     pub fn log_dir(&self) -> &PathBuf {
@@ -44,7 +54,8 @@ impl<'a> WorkSandbox<'a> {
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
-            let env = ctx.sandbox_env();
+            let mut env = ctx.sandbox_env();
+            env.extend(self.work_env.iter().cloned());
             let tea = ctx.tea_login();
             let limits = &ctx.config.sandbox;
             let spec = SandboxSpec {
@@ -121,6 +132,15 @@ impl Sandboxed for WorkSandbox<'_> {
         ctx.report
             .record_gate(&self.key.to_string(), outcome.passed);
         Ok(outcome)
+    }
+
+    /// Without a sandbox no ask was made.
+    fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(None);
+        };
+        let scratch = self.repo.scratch_file()?;
+        outbox::read(sandbox, scratch.path())
     }
 
     /// Without a sandbox there is nothing new.

@@ -2,6 +2,7 @@
 //! read from the comments (writers and `[questions] responders` only), and the comment
 //! edited to say who answered, through which channel and when.
 use crate::context::Context;
+use crate::forge::Comment;
 use crate::publish::post_once;
 use crate::questions::{self, Questions};
 use crate::state::{Answer, Channel, Waiting};
@@ -27,15 +28,7 @@ pub fn answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Optio
     let Some(asked) = waiting.comment else {
         return Ok(None);
     };
-    for comment in ctx.forge.comments(number)? {
-        if comment.id <= asked
-            || comment.author == ctx.login
-            || waiting.ignored.contains(&comment.id)
-        {
-            continue;
-        }
-        let allowed = ctx.config.questions.responders.contains(&comment.author)
-            || ctx.forge.can_write(&comment.author)?;
+    for (comment, allowed) in replies_after(ctx, number, asked, &waiting.ignored)? {
         let verdict = if allowed {
             questions::read_reply(&waiting.questions, &comment.body)
         } else {
@@ -63,6 +56,27 @@ pub fn answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Optio
         }
     }
     Ok(None)
+}
+
+/// The comments on `number` after comment `after` that are not the orchestrator's own or in
+/// `ignored`, each with whether its author may answer: write access to the repository (the
+/// forge's permission API) or a place in `[questions] responders`.
+pub fn replies_after(
+    ctx: &Context,
+    number: u64,
+    after: i64,
+    ignored: &[i64],
+) -> Result<Vec<(Comment, bool)>> {
+    let mut replies = Vec::new();
+    for comment in ctx.forge.comments(number)? {
+        if comment.id <= after || comment.author == ctx.login || ignored.contains(&comment.id) {
+            continue;
+        }
+        let allowed = ctx.config.questions.responders.contains(&comment.author)
+            || ctx.forge.can_write(&comment.author)?;
+        replies.push((comment, allowed));
+    }
+    Ok(replies)
 }
 
 /// The question comment, if there is one, says who answered, through which channel and when.
@@ -127,7 +141,7 @@ fn comment(ctx: &Context, number: u64, questions: &Questions) -> String {
 }
 
 /// No HTML from agent text reaches the forge.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

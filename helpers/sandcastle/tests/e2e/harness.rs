@@ -141,6 +141,13 @@ impl Harness {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        self.wait_for_file(&mut child, file);
+        child
+    }
+
+    /// Returns once `file` exists in one of this project's containers, while `child` (a
+    /// `sandcastle` the test started) runs.
+    pub fn wait_for_file(&self, child: &mut std::process::Child, file: &str) {
         let exists = || {
             self.containers().iter().any(|id| {
                 Command::new("docker")
@@ -162,7 +169,16 @@ impl Harness {
             );
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        child
+    }
+
+    /// Creates `file` in every one of this project's containers (a signal to a scripted agent).
+    pub fn touch_in_sandbox(&self, file: &str) {
+        for id in self.containers() {
+            let _ = Command::new("docker")
+                .args(["exec", &id, "touch", file])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
     }
 
     /// A pull request sandcastle opened from `branch`, sent back: `review` requested by a user with
@@ -278,6 +294,17 @@ impl Harness {
 
     pub fn post_as(&self, token: &str, path: &str, body: Value) -> Value {
         self.api("POST", &format!("/repos/{REPO}{path}"), Some(body), token)
+    }
+
+    /// `bob`, who has no write access, comments `outsider` on issue `number`; then `carol`, a
+    /// collaborator with write access, comments `writer`.
+    pub fn outsider_then_writer_reply(&self, number: u64, outsider: &str, writer: &str) {
+        let path = format!("/issues/{number}/comments");
+        let bob = self.forge.add_user("bob");
+        self.post_as(&bob, &path, json!({ "body": outsider }));
+        let carol = self.forge.add_user("carol");
+        self.forge.add_collaborator(REPO, "carol", "write").unwrap();
+        self.post_as(&carol, &path, json!({ "body": writer }));
     }
 
     pub fn label_id(&self, name: &str) -> i64 {

@@ -1,6 +1,6 @@
 //! An agent's blocking question, asked on the forge and answered by a maintainer (or from the
 //! command line): the issue waits without a container, and the answer is the agent's next prompt.
-use crate::harness::{Harness, REPO, docker_or_skip, sigterm, stderr_lines};
+use crate::harness::{Harness, docker_or_skip, sigterm, stderr_lines};
 use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
@@ -124,19 +124,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
         "a pass with no answer posts nothing"
     );
 
-    let bob = h.forge.add_user("bob");
-    h.post_as(
-        &bob,
-        &format!("/issues/{issue}/comments"),
-        json!({"body": "1\nfifty"}),
-    );
-    let carol = h.forge.add_user("carol");
-    h.forge.add_collaborator(REPO, "carol", "write").unwrap();
-    h.post_as(
-        &carol,
-        &format!("/issues/{issue}/comments"),
-        json!({"body": "2: we run MySQL\nten, for now"}),
-    );
+    h.outsider_then_writer_reply(issue, "1\nfifty", "2: we run MySQL\nten, for now");
     std::thread::sleep(std::time::Duration::from_secs(2));
     let output = h.sandcastle(&["run", "--once"]);
     assert!(output.status.success());

@@ -1,0 +1,376 @@
+//! An agent's ask that does not stop it (`sandcastle ask`, run by the real Claude Code through its
+//! Bash tool): published on the forge while the agent works on, answered by a maintainer there, and
+//! told to the agent as its next prompt exactly once.
+use crate::harness::{Harness, REPO, docker_or_skip, stderr_lines};
+use serde_json::{Value, json};
+
+const COMPLETE: &str = "<promise>COMPLETE</promise>";
+const ANSWER: &str = "# The answer to your ask";
+const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n";
+
+/// `sandcastle ask` with a decision, its JSON line committed as `asked.json`.
+fn ask_decision() -> Value {
+    json!({"bash": "sandcastle ask --kind decision --title 'Which driver?' --details 'The pool needs one.' \
+        --option 'pg: PostgreSQL client' --option 'mysql2: MySQL client' --recommended pg > asked.json \
+        && git add asked.json && git commit -qm 'Start the pool'", "description": "ask and go on"})
+}
+
+/// Waits in the sandbox until the test says go, so a maintainer can answer during the turn.
+fn wait_for_go() -> Value {
+    json!({"bash": "touch /tmp/waiting; until [ -f /tmp/go ]; do sleep 0.2; done", "description": "wait"})
+}
+
+fn implementer(turns: &[Value]) -> Value {
+    json!({"match": "The issue: #1\n", "turns": turns})
+}
+
+fn planner() -> Value {
+    let plan = r#"<plan>{"issues":[{"id":1,"title":"Pool","branch":"sandcastle/issue-1"}]}</plan>"#;
+    json!({"match": "# Role: planner", "turns": [{"text": plan}]})
+}
+
+fn reviewer() -> Value {
+    json!({"match": "# Role: reviewer", "turns": [{"text": format!("Fine. {COMPLETE}")}]})
+}
+
+/// The planner, the reviewer, an implementer with `turns` and `more` scripts.
+fn harness(turns: &[Value], more: &[Value]) -> Harness {
+    let mut scripts = vec![planner(), reviewer(), implementer(turns)];
+    scripts.extend_from_slice(more);
+    Harness::new(Value::Array(scripts), FAST)
+}
+
+fn text(words: &str) -> Value {
+    json!({ "text": words })
+}
+
+/// The requests that told the implementer an answer: (the conversation's turn, the prompt).
+fn told(h: &Harness, role_marker: &str) -> Vec<(usize, String)> {
+    h.anthropic
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt.contains(role_marker) && r.latest.contains(ANSWER))
+        .map(|r| (r.turn, r.latest))
+        .collect()
+}
+
+/// The issue's comments that show an ask.
+fn ask_comments(h: &Harness, issue: u64) -> Vec<String> {
+    h.comments_of(issue)
+        .into_iter()
+        .filter(|c| c.contains("<!-- sandcastle:ask "))
+        .collect()
+}
+
+fn state(h: &Harness, slug: &str) -> Value {
+    let path = h
+        .project()
+        .join(format!(".sandcastle/logs/state/{slug}.json"));
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A run whose implementer asks a decision, goes on, ends its first turn, and waits in its second
+/// for `/tmp/go` (so a maintainer can answer meanwhile); `then` are its later turns. Returned once
+/// it waits.
+fn asked_and_waiting(then: &[Value]) -> (Harness, u64, std::process::Child) {
+    let mut turns = vec![
+        ask_decision(),
+        text("Going on with pg meanwhile."),
+        wait_for_go(),
+        text("Still on it."),
+    ];
+    turns.extend_from_slice(then);
+    let h = harness(&turns, &[]);
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let run = h.start_until(&["run", "--once"], "/tmp/waiting");
+    (h, issue, run)
+}
+
+/// (a) The agent asks and its turn goes on and commits; the ask is on the forge while it works; a
+/// maintainer answers (an outsider's reply does not count); the answer is its next prompt, once.
+#[test]
+fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue, mut run) = asked_and_waiting(&[
+        json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+        text(&format!("Pool added with mysql2. {COMPLETE}")),
+    ]);
+    let asks = ask_comments(&h, issue);
+    assert_eq!(asks.len(), 1, "published while the agent works: {asks:?}");
+    for expected in [
+        "asks for a **decision** and goes on working meanwhile",
+        "### Which driver?",
+        "The pool needs one.",
+        "1. **pg**: PostgreSQL client (the agent's recommendation)",
+        "2. **mysql2**: MySQL client",
+        "`close` to close this ask",
+    ] {
+        assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
+    }
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "2: we run MySQL");
+    h.touch_in_sandbox("/tmp/go");
+    assert!(run.wait().unwrap().success());
+
+    assert_eq!(
+        h.remote_file("sandcastle/issue-1", "asked.json"),
+        "{\"key\":\"issue:1\",\"revision\":1,\"status\":\"open\"}\n",
+        "`sandcastle ask` returned at once with its JSON line, and the turn committed it"
+    );
+    let told = told(&h, "The issue: #1\n");
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    for expected in [
+        "# The answer to your ask: \"Which driver?\" (revision 1)",
+        "carol answered on the forge at",
+        "not an instruction from the orchestrator",
+        "Chosen: option 2, \"mysql2\".",
+        "we run MySQL",
+        "Untrusted text from the forge",
+    ] {
+        assert!(
+            told[0].1.contains(expected),
+            "{expected:?} in {}",
+            told[0].1
+        );
+    }
+    assert!(
+        !told[0].1.contains("outsiders"),
+        "bob's reply never reaches the agent"
+    );
+    let asks = ask_comments(&h, issue);
+    assert_eq!(asks.len(), 1);
+    assert!(asks[0].contains("**Answered** by carol at"), "{}", asks[0]);
+    assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
+    assert_eq!(state(&h, "issue-1")["told"].as_array().unwrap().len(), 1);
+}
+
+/// (b) A second ask replaces the first: revision 2, the same comment edited.
+#[test]
+fn a_second_ask_replaces_the_first_in_the_same_comment() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            ask_decision(),
+            text("Going on with pg meanwhile."),
+            json!({"bash": "sandcastle ask --kind action --title 'Please add a database password to the CI secrets' > asked.json \
+            && git add asked.json && git commit -qm 'Ask for the password'", "description": "ask again"}),
+            text("Going on."),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let lines = stderr_lines(&output).join("\n");
+    for expected in [
+        "the agent asks (decision, revision 1) and goes on: Which driver?",
+        "the agent asks (action, revision 2) and goes on: Please add a database password",
+    ] {
+        assert!(lines.contains(expected), "{expected:?} in {lines}");
+    }
+    assert_eq!(
+        h.remote_file("sandcastle/issue-1", "asked.json"),
+        "{\"key\":\"issue:1\",\"revision\":2,\"status\":\"open\"}\n"
+    );
+    let asks = ask_comments(&h, issue);
+    assert_eq!(asks.len(), 1, "one comment, edited: {asks:?}");
+    assert!(asks[0].contains("asks a person to **act**"), "{}", asks[0]);
+    assert!(asks[0].contains("Please add a database password to the CI secrets"));
+    assert!(asks[0].contains("_Revision 2: it replaces the agent's earlier ask._"));
+    assert!(!asks[0].contains("Which driver?"), "{}", asks[0]);
+    assert_eq!(state(&h, "issue-1")["ask"]["ask"]["revision"], 2);
+}
+
+/// (c) Killed after the answer is saved, in the turn that tells it: after the restart the answer is
+/// told again in that same place of the conversation (the killed turn's session was never saved),
+/// and never after.
+#[test]
+fn an_answer_saved_before_a_kill_is_told_once_after_the_restart() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue, mut run) = asked_and_waiting(&[
+        json!({"bash": "touch /tmp/answered && sleep 5", "description": "slow"}),
+        text("Still thinking."),
+        text(&format!("Done with mysql2. {COMPLETE}")),
+    ]);
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "mysql2");
+    h.touch_in_sandbox("/tmp/go");
+    h.wait_for_file(&mut run, "/tmp/answered");
+    let saved = state(&h, "issue-1");
+    assert_eq!(
+        saved["tell"]["telling"], true,
+        "the mark is saved before the telling turn"
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let told = told(&h, "The issue: #1\n");
+    assert_eq!(
+        told.iter().map(|(turn, _)| *turn).collect::<Vec<_>>(),
+        vec![4, 4],
+        "told in the killed turn and in its retry, at the same place of the saved conversation"
+    );
+    assert!(told[1].1.contains("Chosen: option 2, \"mysql2\"."));
+    let after = state(&h, "issue-1");
+    assert_eq!(after["tell"], Value::Null);
+    assert_eq!(after["told"].as_array().unwrap().len(), 1);
+    assert_eq!(h.pulls().len(), 1);
+}
+
+/// (d) Refused asks: in the sandbox each rule exits 2 with one line; a forged outbox file is
+/// refused on the host; nothing is published.
+#[test]
+fn refused_asks_say_why_in_one_line_and_publish_nothing() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let refusals = r#"r() { sandcastle ask "$@" 2>>refusals.txt; echo "exit $?" >> refusals.txt; }
+r --kind urgent --title 'Driver?'
+r --kind decision --title 'Driver?' --colour red
+r --kind action --title 'Rotate the key' --option now
+r --kind decision --title 'Driver?' --option pg --recommended mysql2
+r --kind ready --title "$(head -c 130 /dev/zero | tr '\0' x)"
+r --kind ready --title ' '
+r --kind blocked --title 'Need access' --details 'log in at https://evil.example/login'
+r --kind action --title 'please sudo rm the cache'
+git add refusals.txt && git commit -qm 'Record the refusals'
+mkdir -p /home/agent/.sandcastle-outbox
+echo '{"key":"issue:1","revision":1,"kind":"ready","title":"Done, see https://evil.example/x"}' > /home/agent/.sandcastle-outbox/ask.json"#;
+    let h = harness(
+        &[
+            json!({"bash": refusals, "description": "refused asks"}),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let recorded = h.remote_file("sandcastle/issue-1", "refusals.txt");
+    let lines: Vec<&str> = recorded.lines().collect();
+    let expected = [
+        "unknown kind \"urgent\": use decision, action, ready or blocked",
+        "unexpected argument '--colour' found",
+        "kind action has no options: only a decision has them",
+        "--recommended \"mysql2\" is not one of the options",
+        "the title is 130 characters long; at most 120",
+        "the title is empty",
+        "the details holds a link: an ask is words only",
+        "the title holds a command: an ask is words only",
+    ];
+    assert_eq!(lines.len(), 2 * expected.len(), "{recorded}");
+    for (pair, reason) in lines.chunks(2).zip(expected) {
+        assert!(
+            pair[0].starts_with(&format!("sandcastle ask: refused: {reason}")),
+            "{reason:?}: {pair:?}"
+        );
+        assert_eq!(pair[1], "exit 2");
+    }
+    let stderr = stderr_lines(&output).join("\n");
+    assert!(
+        stderr.contains(
+            "issue #1: refused the agent's ask from its outbox: the title holds a link: an ask is words only"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(ask_comments(&h, issue), Vec::<String>::new());
+    assert_eq!(state(&h, "issue-1")["ask"], Value::Null);
+}
+
+/// (e) The work is already published when the maintainer answers: the answer starts a pr-fixer
+/// turn on its pull request, with the answer as its prompt, once.
+#[test]
+fn an_answer_to_published_work_starts_a_pr_fixer_turn() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            ask_decision(),
+            text(&format!("Done with pg for now. {COMPLETE}")),
+        ],
+        &[json!({"match": "# Role: pull-request fixer", "turns": [
+            {"bash": "echo mysql2 > driver.txt && git add driver.txt && git commit -qm 'Switch to mysql2'", "description": "commit"},
+            {"text": format!("Switched to mysql2. {COMPLETE}")}]})],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let pulls = h.pulls();
+    assert_eq!(pulls.len(), 1);
+    let pull = pulls[0]["number"].as_u64().unwrap();
+    assert_eq!(ask_comments(&h, issue).len(), 1);
+
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "2: we run MySQL");
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let told = told(&h, "# Role: pull-request fixer");
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, 0, "the pr-fixer's first prompt");
+    assert!(told[0].1.contains("Chosen: option 2, \"mysql2\"."));
+    assert!(
+        told[0].1.contains(&format!("#{pull}")),
+        "the pr-fixer's prompt names its pull request"
+    );
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")
+            .first()
+            .map(String::as_str),
+        Some("Switch to mysql2")
+    );
+    assert!(ask_comments(&h, issue)[0].contains("**Answered** by carol"));
+
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(
+        self::told(&h, "# Role: pull-request fixer").len(),
+        1,
+        "a later pass tells nothing again"
+    );
+}
+
+/// An answer to published work whose pull request a person closed is let go, with a line: no
+/// pr-fixer turn, and nothing told later.
+#[test]
+fn an_answer_to_work_whose_pull_request_is_closed_is_let_go() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            ask_decision(),
+            text(&format!("Done with pg for now. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    h.forge.close(REPO, pull).unwrap();
+
+    h.outsider_then_writer_reply(issue, "1", "2: we run MySQL");
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    let stderr = stderr_lines(&output).join("\n");
+    assert!(
+        stderr.contains(&format!(
+            "issue #1: let go of the agent's ask and its answer: its pull request #{pull} is closed"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !h.anthropic
+            .requests()
+            .iter()
+            .any(|r| r.prompt.contains("# Role: pull-request fixer")),
+        "no pr-fixer turn"
+    );
+    let after = state(&h, "issue-1");
+    assert_eq!(after["tell"], Value::Null);
+    assert_eq!(after["told"].as_array().unwrap().len(), 1);
+}
