@@ -82,6 +82,6 @@ pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(why) => bail!("issue #{number}'s question is not answered: {why}"),
+        Err(why) => bail!("issue #{number}: your answer was not taken: {why}"),
     }
 }
