@@ -1,7 +1,7 @@
 //! The values a config gets for the keys it omits (documented in the README's config reference).
 use std::time::Duration;
 
-use crate::{Clarify, Models, Questions, Sandbox};
+use crate::{Clarify, Handler, Models, Questions, Sandbox};
 
 pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
@@ -36,6 +36,8 @@ pub(crate) fn questions() -> Questions {
             .to_vec(),
         timeout: Duration::from_secs(24 * 60 * 60),
         responders: Vec::new(),
+        handlers: vec![Handler::Terminal, Handler::Forge],
+        command: None,
     }
 }
 

@@ -92,6 +92,41 @@ pub struct Questions {
     pub timeout: Duration,
     /// Logins whose replies count besides those with write access to the repository.
     pub responders: Vec<String>,
+    /// Where a question goes, in order; one that cannot reach a person in a run is skipped there.
+    pub handlers: Vec<Handler>,
+    /// The `command` handler's argv: questions as JSON on stdin, answers as JSON on stdout.
+    pub command: Option<Vec<String>>,
+}
+
+/// A way to put an agent's question to a person (`[questions] handlers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Handler {
+    /// A prompt on the terminal `sandcastle run` is attached to.
+    Terminal,
+    /// A comment on the issue, with `needs-info`; replies read back from its comments.
+    Forge,
+    /// `[questions] command`, run with the questions on stdin.
+    Command,
+}
+
+impl Handler {
+    pub const ALL: [Handler; 3] = [Handler::Terminal, Handler::Forge, Handler::Command];
+
+    /// As written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Handler::Terminal => "terminal",
+            Handler::Forge => "forge",
+            Handler::Command => "command",
+        }
+    }
+}
+
+impl std::fmt::Display for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What work may cost, in US dollars as Claude Code reports it; no key, no limit.

@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Clarify, Cluster, Commands, Config, ConfigError, Models, Questions, Review, Sandbox,
-    defaults, forge, image, mounts, suggest,
+    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Questions, Review,
+    Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -35,7 +35,13 @@ const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
-const QUESTIONS_KEYS: &[&str] = &["pollBackoff", "timeout", "responders"];
+const QUESTIONS_KEYS: &[&str] = &[
+    "pollBackoff",
+    "timeout",
+    "responders",
+    "handlers",
+    "command",
+];
 const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds"];
 
 type Span = Option<Range<usize>>;
@@ -193,6 +199,13 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                     responders: questions
                         .logins("responders", "[\"alice\"]")?
                         .unwrap_or(default.responders),
+                    handlers: questions
+                        .handlers("handlers", "[\"terminal\", \"forge\"]")?
+                        .unwrap_or(default.handlers),
+                    command: questions.argv(
+                        "command",
+                        "[\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]",
+                    )?,
                 },
             }
         },
@@ -495,6 +508,53 @@ impl<'a> Section<'a> {
             logins.push(login);
         }
         Ok(Some(logins))
+    }
+
+    /// A list of question handlers, each named once.
+    fn handlers(&self, key: &str, example: &str) -> Result<Option<Vec<Handler>>, ConfigError> {
+        let Some(entries) = self.strings(key, example)? else {
+            return Ok(None);
+        };
+        let allowed: Vec<String> = Handler::ALL.iter().map(|h| format!("\"{h}\"")).collect();
+        let mut handlers = Vec::with_capacity(entries.len());
+        for (name, span) in entries {
+            let problem = match Handler::ALL.into_iter().find(|h| h.name() == name) {
+                Some(handler) if !handlers.contains(&handler) => {
+                    handlers.push(handler);
+                    continue;
+                }
+                Some(_) => "is named twice",
+                None => "is not a handler",
+            };
+            return Err(self.source.error(
+                span,
+                format!(
+                    "`{}` entry \"{name}\" {problem}; the handlers are {}, e.g. {}",
+                    self.qualified(key),
+                    allowed.join(", "),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        Ok(Some(handlers))
+    }
+
+    /// One argv: a program and its arguments.
+    fn argv(&self, key: &str, example: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        let Some(words) = self.strings(key, example)? else {
+            return Ok(None);
+        };
+        if words.first().is_none_or(|(program, _)| program.is_empty()) {
+            return Err(self.source.error(
+                self.table.get(key).and_then(|item| item.span()),
+                format!(
+                    "`{}` has no program to run; write e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        Ok(Some(words.into_iter().map(|(word, _)| word).collect()))
     }
 
     /// A list of strings, each with where it is.

@@ -74,7 +74,13 @@ fn defaults() -> Value {
         "review": { "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
-        "questions": { "pollBackoff": ["5m", "15m", "30m", "1h"], "timeout": "1day", "responders": [] },
+        "questions": {
+            "pollBackoff": ["5m", "15m", "30m", "1h"],
+            "timeout": "1day",
+            "responders": [],
+            "handlers": ["terminal", "forge"],
+            "command": null,
+        },
         "clarify": { "enabled": true, "threshold": 0.8, "maxRounds": 5 },
     })
 }
@@ -126,6 +132,8 @@ leaseTtl = "90s"
 pollBackoff = ["2s", "1m"]
 timeout = "2h"
 responders = ["bob", "carol.x"]
+handlers = ["command", "forge"]
+command = ["./ask.sh", "--to", "dev team"]
 [clarify]
 enabled = false
 threshold = 0.65
@@ -156,7 +164,13 @@ maxRounds = 2
             "review": { "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
             "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
-            "questions": { "pollBackoff": ["2s", "1m"], "timeout": "2h", "responders": ["bob", "carol.x"] },
+            "questions": {
+                "pollBackoff": ["2s", "1m"],
+                "timeout": "2h",
+                "responders": ["bob", "carol.x"],
+                "handlers": ["command", "forge"],
+                "command": ["./ask.sh", "--to", "dev team"],
+            },
             "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2 },
         })
     );
@@ -437,6 +451,32 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmounts = [\"/srv/cache\"]\n",
             "4:11: each of `sandbox.mounts` must be \"host-path:/container-path\" (mounted read-only); \
              write e.g. `mounts = [\"/srv/cache:/cache\"]` in [sandbox]",
+        ),
+        // Question handlers.
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nhandlers = [\"forge\", \"slack\"]\n",
+            "4:22: `questions.handlers` entry \"slack\" is not a handler; the handlers are \"terminal\", \
+             \"forge\", \"command\", e.g. `handlers = [\"terminal\", \"forge\"]` in [questions]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nhandlers = [\"forge\", \"forge\"]\n",
+            "4:22: `questions.handlers` entry \"forge\" is named twice; the handlers are \"terminal\", \
+             \"forge\", \"command\", e.g. `handlers = [\"terminal\", \"forge\"]` in [questions]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nhandlers = \"forge\"\n",
+            "4:12: `questions.handlers` must be a list of strings, found a string; \
+             write e.g. `handlers = [\"terminal\", \"forge\"]` in [questions]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\ncommand = []\n",
+            "4:11: `questions.command` has no program to run; \
+             write e.g. `command = [\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]` in [questions]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\ncommand = \"ask.sh --to dev\"\n",
+            "4:11: `questions.command` must be a list of strings, found a string; \
+             write e.g. `command = [\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]` in [questions]",
         ),
     ];
     let mismatches: Vec<String> = cases

@@ -1,15 +1,33 @@
-//! An agent's question to a person, from the orchestrator's side: asked once on the forge (a comment
-//! and the `needs-info` label), its comments read with backoff until a writer (or a configured
-//! responder) answers, or until `sandcastle answer` does; the answer saved before it is delivered;
-//! the timeout said once. Every step is saved, so a run killed anywhere goes on where it was.
+//! An agent's question to a person, from the orchestrator's side. The seam: `[questions] handlers`
+//! name where a question goes; [`reachable`] says which of them can reach a person in this run
+//! (the rest are skipped with one line); [`ask`] puts the question to each; every handler, and
+//! `sandcastle answer`, leaves its answer on one path ([`answers`]), where the first valid answer
+//! wins; [`poll`] takes it into the issue's state, saved before it is delivered, and says the
+//! timeout once. Every step is saved, so a run killed anywhere goes on where it was.
+//!
+//! The handlers: [`forge`] (a comment and replies to it), [`terminal`] (a prompt while `sandcastle
+//! run` has a terminal), [`command`] (`[questions] command`, JSON in and out). A terminal prompt
+//! and a command run on threads of their own while the run's other work goes on; a restarted
+//! run asks through them again.
+mod answers;
+mod command;
+mod forge;
+mod terminal;
+
+pub use forge::{escape, replies_after};
+
 use crate::context::Context;
-use crate::forge::Comment;
 use crate::publish::post_once;
 use crate::questions::{self, Questions, Reply};
 use crate::state::{Answer, Channel, Waiting, WorkState};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use jiff::Timestamp;
-use std::path::{Path, PathBuf};
+pub use sandcastle_config::Handler;
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a look at a waiting question found.
@@ -22,17 +40,123 @@ pub enum Poll {
     TimedOut,
 }
 
-/// A new question, asked nowhere yet.
-pub fn waiting(questions: Questions, backoff: &[Duration]) -> Waiting {
+/// The run's side of the handlers: whether a terminal prompt can be used, which questions this
+/// run has put to them, and whether an answer came in from a handler's thread.
+pub struct Handlers {
+    /// `run --once` or `run --issue`: the run ends after one pass.
+    single_pass: bool,
+    terminal: Result<terminal::Terminal, &'static str>,
+    asked: Mutex<HashSet<String>>,
+    arrived: Arc<AtomicBool>,
+    children: command::Children,
+}
+
+impl Handlers {
+    /// For a command that asks nobody (`plan`, `doctor`, tests).
+    pub fn detached() -> Handlers {
+        Handlers::with_terminal(true, Err("this command asks nobody"))
+    }
+
+    /// For `sandcastle run`: a terminal prompt only when it waits for people and has a terminal
+    /// to ask on.
+    pub fn for_run(single_pass: bool) -> Handlers {
+        let terminal = if single_pass {
+            Err(SINGLE_PASS)
+        } else if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+            Err("`sandcastle run` is not attached to a terminal")
+        } else {
+            Ok(terminal::Terminal::default())
+        };
+        Handlers::with_terminal(single_pass, terminal)
+    }
+
+    fn with_terminal(
+        single_pass: bool,
+        terminal: Result<terminal::Terminal, &'static str>,
+    ) -> Handlers {
+        Handlers {
+            terminal,
+            single_pass,
+            asked: Mutex::new(HashSet::new()),
+            arrived: Arc::new(AtomicBool::new(false)),
+            children: command::Children::default(),
+        }
+    }
+
+    /// A stopped run ends the question commands it started.
+    pub fn stop(&self) {
+        command::stop(&self.children);
+    }
+
+    /// Whether an answer came in since the last look (the loop's wait ends early for it).
+    pub fn answer_arrived(&self) -> bool {
+        self.arrived.swap(false, Ordering::SeqCst)
+    }
+
+    fn asked_in_this_run(&self, id: &str) -> bool {
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id)
+    }
+
+    fn mark_asked(&self, id: &str) {
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+    }
+}
+
+/// The configured handlers that can reach a person in this run, in the configured order. Empty:
+/// nobody is asked (only `sandcastle answer` can answer).
+pub fn reachable(ctx: &Context) -> Vec<Handler> {
+    ctx.config
+        .questions
+        .handlers
+        .iter()
+        .copied()
+        .filter(|handler| unreachable(ctx, *handler).is_none())
+        .collect()
+}
+
+const SINGLE_PASS: &str = "`run --once` and `run --issue` never wait for a person";
+
+/// Why `handler` cannot reach a person in this run. The terminal and the command wait for a
+/// person while the run goes on, so only a looping run has them.
+fn unreachable(ctx: &Context, handler: Handler) -> Option<&'static str> {
+    match handler {
+        Handler::Forge => None,
+        Handler::Terminal => ctx.handlers.terminal.as_ref().err().copied(),
+        Handler::Command if ctx.config.questions.command.is_none() => {
+            Some("`[questions] command` is not set")
+        }
+        Handler::Command => ctx.handlers.single_pass.then_some(SINGLE_PASS),
+    }
+}
+
+/// One line for each configured handler this run skips, at its start.
+pub fn say_skipped(ctx: &Context) {
+    for handler in &ctx.config.questions.handlers {
+        if let Some(why) = unreachable(ctx, *handler) {
+            ctx.progress.note(&format!(
+                "questions: the {handler} handler is skipped in this run: {why}"
+            ));
+        }
+    }
+}
+
+/// A new question, asked nowhere yet ([`ask`] asks it).
+pub fn waiting(ctx: &Context, questions: Questions) -> Waiting {
     let now = Timestamp::now();
     Waiting {
         id: uuid::Uuid::new_v4().simple().to_string(),
         questions,
         asked_at: now,
-        channels: vec![Channel::Forge],
+        channels: Vec::new(),
         comment: None,
         polls: 0,
-        next_poll: after(now, backoff, 0),
+        next_poll: after(now, &ctx.config.questions.poll_backoff, 0),
         ignored: Vec::new(),
         timed_out: false,
         answer: None,
@@ -48,51 +172,82 @@ fn after(now: Timestamp, backoff: &[Duration], polls: u32) -> Timestamp {
     now + jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX)
 }
 
-/// Asks on the forge: one comment (never twice) and `needs-info`.
+/// Puts the question to each handler that can reach a person in this run, adding it to the
+/// question's channels, and labels the issue `needs-info` (which keeps it from the planner while it
+/// waits). The forge comment is posted once, ever (a failure is tried again by the next pass); a
+/// terminal prompt and the command are asked once per run, so a restarted run asks through them
+/// again, and a looping run on a terminal asks there a question an earlier `--once` run asked.
 pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
     let Some(waiting) = state.waiting.as_mut() else {
         return Ok(());
     };
-    if waiting.comment.is_none() {
-        let body = question_comment(ctx, number, &waiting.questions);
-        let id = post_once(ctx, number, &marker(waiting), &body)?;
-        waiting.comment = Some(id);
-        ctx.progress.note(&format!(
-            "issue #{number}: the agent asked a person; waiting for an answer on the forge or `sandcastle answer {number} …`"
-        ));
-        state.save(&ctx.state_dir())?;
+    if waiting.answer.is_some() || waiting.timed_out {
+        return Ok(());
     }
-    ctx.forge.add_labels(number, &["needs-info"])
+    let first_in_this_run = !ctx.handlers.asked_in_this_run(&waiting.id);
+    if first_in_this_run {
+        for channel in reachable(ctx).into_iter().map(Channel::from) {
+            if !waiting.channels.contains(&channel) {
+                waiting.channels.push(channel);
+            }
+        }
+    }
+    if waiting.channels.contains(&Channel::Forge) && waiting.comment.is_none() {
+        forge::ask(ctx, number, waiting)?;
+    }
+    state.save(&ctx.state_dir())?;
+    if !first_in_this_run {
+        return Ok(());
+    }
+    ctx.forge.add_labels(number, &["needs-info"])?;
+    let waiting = state.waiting.as_ref().expect("read above");
+    ctx.handlers.mark_asked(&waiting.id);
+    for handler in reachable(ctx) {
+        match handler {
+            Handler::Terminal => {
+                if let Ok(terminal) = &ctx.handlers.terminal {
+                    terminal.ask(ctx, number, waiting);
+                }
+            }
+            Handler::Command => command::ask(ctx, number, waiting),
+            Handler::Forge => {}
+        }
+    }
+    let through: Vec<String> = waiting.channels.iter().map(|c| c.to_string()).collect();
+    ctx.progress.note(&format!(
+        "issue #{number}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
+        if through.is_empty() {
+            String::new()
+        } else {
+            format!(" through {}", through.join(", "))
+        }
+    ));
+    Ok(())
 }
 
-fn marker(waiting: &Waiting) -> String {
-    format!("<!-- sandcastle:question {} -->", waiting.id)
-}
-
-/// Looks for the answer: a local one from `sandcastle answer` at once, the forge's comments when
-/// the backoff says; then the timeout. An answer is saved before anything else happens with it.
+/// Looks for the answer: one a handler or `sandcastle answer` left at once, the forge's
+/// comments when the backoff says; then the timeout. An answer is saved before anything else
+/// happens with it.
 pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
-    if state.waiting.as_ref().is_some_and(|w| w.comment.is_none()) {
-        ask(ctx, number, state)?;
-    }
+    ask(ctx, number, state)?;
     let Some(waiting) = state.waiting.as_mut() else {
         return Ok(Poll::Pending);
     };
     let now = Timestamp::now();
-    let local = local_answer_path(&ctx.project, number);
     if waiting.answer.is_none() {
-        waiting.answer = read_local_answer(&local)?;
+        waiting.answer = answers::take(&ctx.project, &waiting.id)?;
     }
-    if waiting.answer.is_none() && now >= waiting.next_poll {
-        waiting.answer = forge_answer(ctx, number, waiting)?;
+    if waiting.answer.is_none() && waiting.comment.is_some() && now >= waiting.next_poll {
+        waiting.answer = forge::answer(ctx, number, waiting)?;
         waiting.polls += 1;
         waiting.next_poll = after(now, &ctx.config.questions.poll_backoff, waiting.polls);
     }
     if let Some(answer) = waiting.answer.clone() {
         state.save(&ctx.state_dir())?;
         let waiting = state.waiting.as_ref().expect("just read");
-        settle_forge(ctx, number, waiting, &answer)?;
-        remove_if_present(&local)?;
+        forge::settle(ctx, number, waiting, &answer)?;
+        ctx.forge.remove_label(number, "needs-info")?;
+        answers::remove(&ctx.project, &waiting.id)?;
         return Ok(Poll::Answered);
     }
     let timed_out = !waiting.timed_out
@@ -120,162 +275,8 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
     })
 }
 
-/// The first reply after the question from someone allowed to answer that answers every question.
-/// Others are ignored with one line each.
-fn forge_answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Option<Answer>> {
-    let Some(asked) = waiting.comment else {
-        return Ok(None);
-    };
-    for (comment, allowed) in replies_after(ctx, number, asked, &waiting.ignored)? {
-        let verdict = if allowed {
-            questions::read_reply(&waiting.questions, &comment.body)
-        } else {
-            Err(
-                "they have no write access to the repository and are not in [questions] responders"
-                    .to_string(),
-            )
-        };
-        match verdict {
-            Ok(replies) => {
-                return Ok(Some(Answer {
-                    by: comment.author,
-                    channel: Channel::Forge,
-                    at: Timestamp::now(),
-                    replies,
-                }));
-            }
-            Err(why) => {
-                ctx.progress.note(&format!(
-                    "issue #{number}: ignored the reply of {} (comment {}): {why}",
-                    comment.author, comment.id
-                ));
-                waiting.ignored.push(comment.id);
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// The comments on `number` after comment `after` that are not the orchestrator's own or in
-/// `ignored`, each with whether its author may answer: write access to the repository (the
-/// forge's permission API) or a place in `[questions] responders`.
-pub fn replies_after(
-    ctx: &Context,
-    number: u64,
-    after: i64,
-    ignored: &[i64],
-) -> Result<Vec<(Comment, bool)>> {
-    let mut replies = Vec::new();
-    for comment in ctx.forge.comments(number)? {
-        if comment.id <= after || comment.author == ctx.login || ignored.contains(&comment.id) {
-            continue;
-        }
-        let allowed = ctx.config.questions.responders.contains(&comment.author)
-            || ctx.forge.can_write(&comment.author)?;
-        replies.push((comment, allowed));
-    }
-    Ok(replies)
-}
-
-/// The question comment says who answered, through which channel and when; `needs-info` goes.
-/// Both steps repeat harmlessly.
-fn settle_forge(ctx: &Context, number: u64, waiting: &Waiting, answer: &Answer) -> Result<()> {
-    if let Some(id) = waiting.comment {
-        let body = format!(
-            "{}\n\n**Answered** by {} through {} at {}.\n\n{}",
-            question_comment(ctx, number, &waiting.questions),
-            answer.by,
-            answer.channel,
-            answer.at.strftime("%Y-%m-%d %H:%M:%S UTC"),
-            marker(waiting)
-        );
-        ctx.forge
-            .edit_comment(id, &body)
-            .context("cannot mark the question answered on the forge")?;
-    }
-    ctx.forge.remove_label(number, "needs-info")
-}
-
-/// The questions as a comment: agent text escaped (no HTML, no closing keywords), options
-/// numbered, and how to reply.
-fn question_comment(ctx: &Context, number: u64, questions: &Questions) -> String {
-    let text = |s: &str| escape(&ctx.agent_text(s));
-    let mut body = format!(
-        "sandcastle's agent has a question before it goes on with this issue.\n\n### {}\n",
-        text(&questions.title)
-    );
-    if !questions.prose.is_empty() {
-        body += &format!("\n{}\n", text(&questions.prose));
-    }
-    for (index, question) in questions.items.iter().enumerate() {
-        body += &format!("\n**Question {}: {}**\n", index + 1, text(&question.title));
-        if !question.prose.is_empty() {
-            body += &format!("\n{}\n", text(&question.prose));
-        }
-        if !question.options.is_empty() {
-            body += "\n";
-        }
-        for (n, option) in question.options.iter().enumerate() {
-            body += &format!("{}. **{}**", n + 1, text(&option.title));
-            if !option.prose.is_empty() {
-                body += &format!(": {}", text(&option.prose));
-            }
-            body += "\n";
-        }
-    }
-    let forms = "an option's number (`1`), a number and a reason (`2: because …`), or free text";
-    body += &if questions.items.len() == 1 {
-        format!("\n**How to answer:** reply with a comment holding {forms}.")
-    } else {
-        format!(
-            "\n**How to answer:** reply with a comment of one line per question, in order, each {forms}."
-        )
-    };
-    body += &format!(
-        " Only replies from people with write access to this repository count. On the maintainer's \
-         machine, `sandcastle answer {number} <text>` answers too."
-    );
-    body
-}
-
-/// No HTML from agent text reaches the forge.
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// Where `sandcastle answer` leaves an answer for the run to take up.
-pub fn local_answer_path(project: &Path, number: u64) -> PathBuf {
-    project
-        .join(".sandcastle/logs/answers")
-        .join(format!("issue-{number}.json"))
-}
-
-fn read_local_answer(path: &Path) -> Result<Option<Answer>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).with_context(|| {
-            format!(
-                "{} is not an answer: delete it and answer again",
-                path.display()
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-}
-
-fn remove_if_present(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("cannot remove {}", path.display()))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// `sandcastle answer`: checks `text` against the waiting questions (`Ok(Err(why))` when it does
-/// not answer them) and leaves the answer for the run, atomically, so a run never reads half of it.
+/// `sandcastle answer`: checks `text` against the waiting questions and leaves the answer for
+/// the run. `Ok(Err(why))`: it does not answer them, or another answer came first.
 pub fn answer_locally(
     project: &Path,
     waiting: &Waiting,
@@ -284,22 +285,13 @@ pub fn answer_locally(
 ) -> Result<Result<Vec<Reply>, String>> {
     let replies = match questions::read_reply(&waiting.questions, text) {
         Ok(replies) => replies,
-        Err(why) => return Ok(Err(why)),
+        Err(why) => return Ok(Err(format!("that does not answer them: {why}"))),
     };
-    let by = std::env::var("USER").unwrap_or_else(|_| "the local maintainer".to_string());
     let answer = Answer {
-        by: format!("{by} (local maintainer)"),
+        by: answers::local_user(),
         channel: Channel::CommandLine,
         at: Timestamp::now(),
         replies: replies.clone(),
     };
-    let path = local_answer_path(project, number);
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(path.parent().expect("a directory"))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&answer)?)?;
-        std::fs::rename(&tmp, &path)
-    };
-    write().with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(Ok(replies))
+    Ok(answers::leave(project, number, &waiting.id, &answer)?.map(|()| replies))
 }

@@ -97,13 +97,6 @@ fn decide(
     }
 }
 
-/// Whether any question handler can reach a person in this run.
-// Stand-in for part 1's `asking::reachable` (the terminal, forge and command handlers) until it
-// lands: the forge handler, the only one so far, always can.
-fn reachable(_ctx: &Context) -> bool {
-    true
-}
-
 /// The `Clarify` phase of an issue: one assessment and what follows from it. `Some` outcome ends
 /// the driver's work for now (nobody to ask).
 pub fn step(
@@ -124,6 +117,7 @@ pub fn step(
     let outcome = sandbox.turn(&Turn {
         role: Role::Assessor,
         iteration: asked + 1,
+        counted: asked + 1,
         max_iterations: settings.max_rounds + 1,
         prompt: &prompt,
         resume: None,
@@ -162,7 +156,7 @@ pub fn step(
                 "still unclear after {asked} question(s) ([clarify] maxRounds); work started, the assumptions go into the pull request"
             )
         }
-        Decision::Ask(assessment) if !reachable(ctx) => {
+        Decision::Ask(assessment) if asking::reachable(ctx).is_empty() => {
             ctx.report
                 .set_clarification(&key.to_string(), "unclear, and nobody to ask");
             return Ok(Some(Outcome::Unclear(guidance(ctx, issue, &assessment))));
@@ -174,8 +168,8 @@ pub fn step(
                 answer: None,
             });
             state.waiting = Some(asking::waiting(
+                ctx,
                 question(&assessment, round, settings.max_rounds),
-                &ctx.config.questions.poll_backoff,
             ));
             state.phase = Phase::Waiting;
             waiting_line(round, settings.max_rounds)

@@ -1,4 +1,5 @@
 //! Everything a run resolves once at start and shares with every lane.
+use crate::asking::Handlers;
 use crate::forge::Forge;
 use crate::forge_text;
 use crate::git::{self, Credentials};
@@ -46,6 +47,8 @@ pub struct Context {
     pub held_claims: Mutex<Vec<i64>>,
     /// Issues are assessed before work starts: `[clarify] enabled`, unless `run --yes`.
     pub clarifies: bool,
+    /// The question handlers' side of the run (`asking`).
+    pub handlers: Handlers,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -159,6 +162,7 @@ impl Context {
             plan_memo: Mutex::new(None),
             held_claims: Mutex::new(Vec::new()),
             clarifies,
+            handlers: Handlers::detached(),
         })
     }
 

@@ -1,7 +1,7 @@
 //! Programs run with a time bound: one that hangs (a forge that never answers git, a Docker
 //! engine that never answers its CLI) is killed, with every process it started, and the wait ends
 //! in one clear error.
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
@@ -15,7 +15,8 @@ pub fn output_within(command: &mut Command, limit: Duration, what: &str) -> Resu
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .spawn()?;
+        .spawn()
+        .with_context(|| format!("cannot start `{what}`"))?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         thread::spawn(move || {
             let mut bytes = Vec::new();

@@ -38,7 +38,10 @@ pub trait Sandboxed {
 
 pub struct Turn<'a> {
     pub role: Role,
+    /// The role's turn on this work, from 1 (it names the transcript).
     pub iteration: u32,
+    /// The iteration as `maxIterations` counts it (question turns left out), shown live.
+    pub counted: u32,
     pub max_iterations: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a SavedSession>,
@@ -189,8 +192,10 @@ pub fn drive(
                     Piece::Pull(_) => None,
                 };
                 if let Some(asked) = asked {
-                    // A turn that asks does not count against maxIterations.
+                    // A turn that asks does not count against maxIterations, nor in the report.
                     state.question_turns += 1;
+                    ctx.report
+                        .record_question_turn(&key.to_string(), piece.working_role());
                     asked_a_question(ctx, key, state, asked);
                     state.save(&ctx.state_dir())?;
                     continue;
@@ -303,10 +308,7 @@ fn asked_a_question(
         Ok(questions) => {
             state.bad_questions = 0;
             state.nudge = None;
-            state.waiting = Some(asking::waiting(
-                questions,
-                &ctx.config.questions.poll_backoff,
-            ));
+            state.waiting = Some(asking::waiting(ctx, questions));
             state.phase = Phase::Waiting;
         }
         Err(why) if state.bad_questions == 0 => {
@@ -463,6 +465,11 @@ fn take_turn(
     let turn = Turn {
         role,
         iteration,
+        // The working role's turn is not counted in `state` until it ends.
+        counted: match role {
+            Role::Reviewer => iteration,
+            _ => state.counted_iterations() + 1,
+        },
         max_iterations: ctx.config.max_iterations,
         prompt,
         resume,

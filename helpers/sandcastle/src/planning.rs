@@ -223,6 +223,7 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         prompt: &prompt,
         resume: None,
         iteration: 1,
+        counted: 1,
         max_iterations: 1,
     };
     let first = planner_turn(&mut sandbox, &turn)?;
@@ -238,6 +239,7 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         resume: first.session.as_ref(),
         prompt: &correction,
         iteration: 2,
+        counted: 2,
         max_iterations: 2,
         ..turn
     };

@@ -1,12 +1,13 @@
 //! What the run shows while it works: a live view on a terminal (one line per issue with lane, role,
 //! iteration n/max, last tool call, elapsed time, cost so far), plain timestamped lines otherwise.
-//! Every line goes through the redactor.
+//! Every line goes through the redactor. A prompt to a person (the `terminal` question handler)
+//! pauses the live view: its lines are held back and shown when the prompt is done.
 use crate::secrets::Redactor;
-use indicatif::{MultiProgress, ProgressBar, ProgressState, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One issue's (or pull request's) current state, as the view shows it.
@@ -23,16 +24,19 @@ pub struct Status {
     pub cost_usd: f64,
 }
 
-/// Shared by every worker thread.
+/// Shared by every worker thread; a clone is a handle on the same view.
+#[derive(Clone)]
 pub struct Progress {
     redactor: Redactor,
-    view: Mutex<View>,
+    view: Arc<Mutex<View>>,
 }
 
 enum View {
     Live {
         multi: MultiProgress,
         bars: HashMap<String, ProgressBar>,
+        /// While a prompt has the terminal: the lines to show after it.
+        held: Option<Vec<String>>,
     },
     Plain {
         out: Box<dyn Write + Send>,
@@ -55,10 +59,11 @@ impl Progress {
         if std::io::stderr().is_terminal() {
             Progress {
                 redactor,
-                view: Mutex::new(View::Live {
+                view: Arc::new(Mutex::new(View::Live {
                     multi: MultiProgress::new(),
                     bars: HashMap::new(),
-                }),
+                    held: None,
+                })),
             }
         } else {
             Progress::plain(redactor, Box::new(std::io::stderr()))
@@ -69,10 +74,10 @@ impl Progress {
     fn plain(redactor: Redactor, out: Box<dyn Write + Send>) -> Progress {
         Progress {
             redactor,
-            view: Mutex::new(View::Plain {
+            view: Arc::new(Mutex::new(View::Plain {
                 out,
                 shown: HashMap::new(),
-            }),
+            })),
         }
     }
 
@@ -80,7 +85,7 @@ impl Progress {
     pub fn update(&self, status: &Status) {
         let mut view = self.view();
         match &mut *view {
-            View::Live { multi, bars } => {
+            View::Live { multi, bars, .. } => {
                 let prefix = self.redactor.redact(&format!(
                     "{}  {}  {} {}/{}",
                     status.key, status.lane, status.role, status.iteration, status.max_iterations
@@ -145,7 +150,7 @@ impl Progress {
     pub fn finish(&self, key: &str, outcome: &str) {
         let mut view = self.view();
         match &mut *view {
-            View::Live { multi, bars } => {
+            View::Live { multi, bars, held } => {
                 // Finished work leaves the live area and stays above it as a plain line.
                 let line = match bars.remove(key) {
                     Some(bar) => {
@@ -159,7 +164,7 @@ impl Progress {
                     }
                     None => format!("{key}  {outcome}"),
                 };
-                let _ = multi.println(self.redactor.redact(&line));
+                self.println(multi, held, &line);
             }
             View::Plain { out, shown } => {
                 let line = match shown.remove(key) {
@@ -179,11 +184,41 @@ impl Progress {
     pub fn note(&self, message: &str) {
         let mut view = self.view();
         match &mut *view {
-            View::Live { multi, .. } => {
-                // Printed above the live lines; a closed stderr is nothing to report to.
-                let _ = multi.println(self.redactor.redact(message));
-            }
+            View::Live { multi, held, .. } => self.println(multi, held, message),
             View::Plain { out, .. } => self.print_plain(out, message),
+        }
+    }
+
+    /// Hands the terminal to a prompt until the returned guard is dropped: the live lines are
+    /// cleared and stop drawing, and what the run says meanwhile is shown afterwards.
+    pub fn pause(&self) -> Paused<'_> {
+        if let View::Live { multi, held, .. } = &mut *self.view() {
+            let _ = multi.clear();
+            multi.set_draw_target(ProgressDrawTarget::hidden());
+            held.get_or_insert_with(Vec::new);
+        }
+        Paused { progress: self }
+    }
+
+    /// Text from outside (an agent's question) made fit for the terminal: redacted, and without
+    /// control characters, so it cannot move the cursor, recolour or retitle the terminal.
+    pub fn printable(&self, text: &str) -> String {
+        self.redactor
+            .redact(text)
+            .chars()
+            .filter(|c| !c.is_control() || *c == '\n')
+            .collect()
+    }
+
+    /// A line above the live lines, or held back while a prompt has the terminal; a closed
+    /// stderr is nothing to report to.
+    fn println(&self, multi: &MultiProgress, held: &mut Option<Vec<String>>, line: &str) {
+        let line = self.redactor.redact(line);
+        match held {
+            Some(lines) => lines.push(line),
+            None => {
+                let _ = multi.println(line);
+            }
         }
     }
 
@@ -213,6 +248,22 @@ impl Progress {
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
         let _ = writeln!(out, "{now} {}", self.redactor.redact(line));
         let _ = out.flush();
+    }
+}
+
+/// The live view paused for a prompt; dropping it draws the view again.
+pub struct Paused<'a> {
+    progress: &'a Progress,
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        if let View::Live { multi, held, .. } = &mut *self.progress.view() {
+            multi.set_draw_target(ProgressDrawTarget::stderr());
+            for line in held.take().unwrap_or_default() {
+                let _ = multi.println(line);
+            }
+        }
     }
 }
 
@@ -342,6 +393,16 @@ mod tests {
             lines[5].starts_with("issue #42 pull request #7 opened (0s, $0.50)"),
             "{}",
             lines[5]
+        );
+    }
+
+    /// Agent text shown on the terminal (a question's prompt) cannot steer the terminal.
+    #[test]
+    fn printable_text_has_no_control_sequences_and_no_secrets() {
+        let progress = Progress::plain(redactor(), Box::new(Shared::default()));
+        assert_eq!(
+            progress.printable("pick\x1b[2J\x1b]0;owned\x07 one\r\ntok-123456\n"),
+            "pick[2J]0;owned one\n[redacted]\n"
         );
     }
 

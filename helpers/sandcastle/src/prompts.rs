@@ -49,7 +49,13 @@ pub fn answer(questions: &Questions, answer: &Answer) -> String {
             prompt += &format!("Chosen: option {option}, \"{}\".\n", choice.title);
         }
         if !reply.text.is_empty() {
-            prompt += &format!("{}\n", fence.wrap(&reply.text));
+            prompt += &format!(
+                "{}\n",
+                fence.wrap_from(
+                    &reply.text,
+                    &format!("{} through {}", answer.by, answer.channel)
+                )
+            );
         }
     }
     prompt

@@ -365,22 +365,51 @@ pub fn read_reply(questions: &Questions, text: &str) -> Result<Vec<Reply>, Strin
                 None => (line, ""),
             };
             match head.parse::<usize>() {
-                Ok(n) if (1..=question.options.len()).contains(&n) => Ok(Reply {
-                    option: Some(n),
-                    text: rest.to_string(),
-                }),
-                Ok(n) if !question.options.is_empty() => Err(format!(
-                    "question {} has options 1 to {}, not {n}",
-                    index + 1,
-                    question.options.len()
-                )),
-                _ => Ok(Reply {
-                    option: None,
-                    text: line.to_string(),
-                }),
+                Ok(n) if !question.options.is_empty() => checked(questions, index, Some(n), rest),
+                _ => checked(questions, index, None, line),
             }
         })
         .collect()
+}
+
+/// One answer checked against question `index` (from 0): an option it has (numbered from 1) and
+/// any text, or text alone; not too long. The rule for every channel's answers.
+pub fn checked(
+    questions: &Questions,
+    index: usize,
+    option: Option<usize>,
+    text: &str,
+) -> Result<Reply, String> {
+    let Some(question) = questions.items.get(index) else {
+        return Err(format!(
+            "there are {} question(s), not {}",
+            questions.items.len(),
+            index + 1
+        ));
+    };
+    let text = text.trim();
+    let number = index + 1;
+    match option {
+        Some(n) if !(1..=question.options.len()).contains(&n) => {
+            return Err(match question.options.len() {
+                0 => format!("question {number} has no options; answer it with text"),
+                last => format!("question {number} has options 1 to {last}, not {n}"),
+            });
+        }
+        None if text.is_empty() => {
+            return Err(format!("the answer to question {number} is empty"));
+        }
+        _ => {}
+    }
+    if text.chars().count() > MAX_PROSE {
+        return Err(format!(
+            "the answer to question {number} is longer than {MAX_PROSE} characters"
+        ));
+    }
+    Ok(Reply {
+        option,
+        text: text.to_string(),
+    })
 }
 
 #[cfg(test)]

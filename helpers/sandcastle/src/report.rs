@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoleTally {
+    /// Turns that count against `maxIterations`.
     pub iterations: u32,
+    /// Turns that ended with a question to a person: they do not count as iterations.
+    pub question_turns: u32,
     pub usage: Usage,
     pub duration_seconds: f64,
 }
@@ -98,6 +101,19 @@ impl Report {
         });
     }
 
+    /// The last turn of `role` on `key` asked a person: a question turn, not an iteration.
+    pub fn record_question_turn(&self, key: &str, role: Role) {
+        self.with_work(key, |work| {
+            for tally in [
+                work.roles.entry(role.name().to_string()).or_default(),
+                &mut work.total,
+            ] {
+                tally.iterations = tally.iterations.saturating_sub(1);
+                tally.question_turns += 1;
+            }
+        });
+    }
+
     /// One run of the gate on `key`.
     pub fn record_gate(&self, key: &str, passed: bool) {
         self.with_work(key, |work| {
@@ -135,6 +151,7 @@ impl Report {
         let mut total = RoleTally::default();
         for w in work.values() {
             total.iterations += w.total.iterations;
+            total.question_turns += w.total.question_turns;
             total.usage.add(&w.total.usage);
             total.duration_seconds += w.total.duration_seconds;
         }

@@ -1,5 +1,6 @@
 //! `sandcastle run` and `sandcastle plan`: start-up checks, the loop, the signal handling and the
 //! closing report.
+use crate::asking;
 use crate::context::{Context, Settings};
 use crate::lock::RunLock;
 use crate::pass::{PassSummary, run_pass};
@@ -21,14 +22,16 @@ const UNCLEAR: u8 = 3;
 pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Result<ExitCode> {
     let settings = Settings::load(project)?;
     let _lock = RunLock::acquire(&project.join(".sandcastle/logs/run.lock"))?;
+    let single_pass = once || only_issue.is_some();
     let mut ctx = start(settings)?;
+    ctx.handlers = asking::Handlers::for_run(single_pass);
+    asking::say_skipped(&ctx);
     ctx.clarifies &= !yes;
     let ctx = Arc::new(ctx);
     let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.error(&e));
     ctx.forge.ensure_labels().map_err(redact)?;
     stop_on_signal(Arc::clone(&ctx))?;
 
-    let single_pass = once || only_issue.is_some();
     let mut failed = false;
     loop {
         ctx.progress.note("pass: looking for work");
@@ -139,6 +142,7 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
             ctx.progress.note(&format!(
                 "{name}: removing this run's containers; committed work stays in .sandcastle/repos"
             ));
+            ctx.handlers.stop();
             if let Err(e) = sandbox::remove_run(&ctx.run_id) {
                 ctx.progress
                     .note(&format!("could not remove every container: {e:#}"));
@@ -164,10 +168,10 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
     Ok(())
 }
 
-/// Sleeps `wait`, waking early when a stop is under way.
+/// Sleeps `wait`, waking early when a stop is under way or a person answered a question.
 fn sleep_unless(ctx: &Context, wait: Duration) {
     let until = Instant::now() + wait;
-    while Instant::now() < until && !ctx.is_stopping() {
+    while Instant::now() < until && !ctx.is_stopping() && !ctx.handlers.answer_arrived() {
         std::thread::sleep(Duration::from_millis(200).min(until - Instant::now()));
     }
 }

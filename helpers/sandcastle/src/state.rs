@@ -6,6 +6,7 @@ use crate::outbox::{OpenAsk, Telling};
 use crate::questions::{Questions, Reply};
 use crate::role::Role;
 use anyhow::{Context as _, Result};
+use sandcastle_config::Handler;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +46,8 @@ pub struct Waiting {
     pub id: String,
     pub questions: Questions,
     pub asked_at: jiff::Timestamp,
-    /// Where it was asked.
+    /// Where it was asked: the `[questions] handlers` that could reach a person in the runs that
+    /// asked it (`asking::reachable`). `sandcastle answer` can answer it besides.
     pub channels: Vec<Channel>,
     /// The forge comment asking it, once posted.
     pub comment: Option<i64>,
@@ -61,13 +63,27 @@ pub struct Waiting {
 }
 
 /// Where a question was asked or answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Channel {
     /// A comment on the issue.
     Forge,
     /// `sandcastle answer` on the maintainer's machine.
     CommandLine,
+    /// A prompt on the terminal `sandcastle run` is attached to.
+    Terminal,
+    /// `[questions] command`.
+    Command,
+}
+
+impl From<Handler> for Channel {
+    fn from(handler: Handler) -> Channel {
+        match handler {
+            Handler::Terminal => Channel::Terminal,
+            Handler::Forge => Channel::Forge,
+            Handler::Command => Channel::Command,
+        }
+    }
 }
 
 impl std::fmt::Display for Channel {
@@ -75,6 +91,8 @@ impl std::fmt::Display for Channel {
         f.write_str(match self {
             Channel::Forge => "the forge",
             Channel::CommandLine => "the command line (`sandcastle answer`)",
+            Channel::Terminal => "the terminal of `sandcastle run`",
+            Channel::Command => "the question command (`[questions] command`)",
         })
     }
 }

@@ -1,7 +1,7 @@
 //! `sandcastle questions` and `sandcastle answer`: what waits for a person, and an answer from any
 //! terminal on the maintainer's machine. Both read the saved state only; a run takes the answer up.
 use crate::asking;
-use crate::state::{Phase, WorkState};
+use crate::state::{Channel, Phase, WorkState};
 use anyhow::{Result, bail};
 use std::path::Path;
 use std::process::ExitCode;
@@ -26,17 +26,33 @@ pub fn list(project: &Path) -> Result<ExitCode> {
         let age = now.duration_since(question.asked_at).unsigned_abs();
         let age = humantime::format_duration(std::time::Duration::from_secs(age.as_secs()));
         let channels: Vec<String> = question.channels.iter().map(|c| c.to_string()).collect();
+        let through = match channels.is_empty() {
+            true => "through no handler".to_string(),
+            false => format!("through {}", channels.join(", ")),
+        };
+        let mut answer_with: Vec<String> = question
+            .channels
+            .iter()
+            .map(|channel| match channel {
+                Channel::Forge => format!(
+                    "a comment on {}/{}/issues/{number}",
+                    settings.config.forge_url, settings.config.repo
+                ),
+                Channel::Terminal => "the prompt of a looping `sandcastle run`".to_string(),
+                Channel::Command => "the question command's reply".to_string(),
+                Channel::CommandLine => format!("`sandcastle answer {number} <text>`"),
+            })
+            .collect();
+        answer_with.push(format!("`sandcastle answer {number} <text>`"));
         let answered = match &question.answer {
             Some(answer) => format!("; answered by {}, not yet delivered", answer.by),
             None if question.timed_out => "; timed out".to_string(),
             None => String::new(),
         };
         println!(
-            "#{number} {:?}: asked {age} ago through {}{answered}; answer with a comment on {}/{}/issues/{number} or `sandcastle answer {number} <text>`",
+            "#{number} {:?}: asked {age} ago {through}{answered}; answer with {}",
             question.questions.title,
-            channels.join(", "),
-            settings.config.forge_url,
-            settings.config.repo
+            answer_with.join(" or ")
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -66,6 +82,6 @@ pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(why) => bail!("that does not answer issue #{number}'s questions: {why}"),
+        Err(why) => bail!("issue #{number}: your answer was not taken: {why}"),
     }
 }

@@ -88,7 +88,7 @@ impl Sandboxed for WorkSandbox<'_> {
             key: key.clone(),
             lane: self.key.lane().to_string(),
             role: turn.role.to_string(),
-            iteration: turn.iteration,
+            iteration: turn.counted,
             max_iterations: turn.max_iterations,
             last_tool: String::new(),
             cost_usd: ctx.report.cost(&key),

@@ -1,6 +1,6 @@
 //! An agent's blocking question, asked on the forge and answered by a maintainer (or from the
 //! command line): the issue waits without a container, and the answer is the agent's next prompt.
-use crate::harness::{Harness, docker_or_skip};
+use crate::harness::{Harness, docker_or_skip, sigterm, stderr_lines};
 use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
@@ -44,6 +44,12 @@ fn reviewer() -> Value {
 
 const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n";
 
+/// Issue 1's saved state.
+fn saved_state(h: &Harness) -> Value {
+    let path = h.project().join(".sandcastle/logs/state/issue-1.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 fn implementer_latest(h: &Harness) -> Vec<String> {
     h.anthropic
         .requests()
@@ -53,6 +59,21 @@ fn implementer_latest(h: &Harness) -> Vec<String> {
         .collect()
 }
 
+/// A project whose implementer asks [`TWO_QUESTIONS`] on issue 1, then finishes the work once
+/// answered; `config` is the `[questions]` table.
+fn two_questions_then_done(config: &str) -> (Harness, u64) {
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            asking_implementer(TWO_QUESTIONS, &finishing())
+        ]),
+        config,
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    (h, issue)
+}
+
 /// (a) Two questions: a reply without write access is ignored, a maintainer's counts; the answer
 /// reaches the agent with its provenance; the work completes; no container waits.
 #[test]
@@ -60,15 +81,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([
-            planner(),
-            reviewer(),
-            asking_implementer(TWO_QUESTIONS, &finishing())
-        ]),
-        FAST,
-    );
-    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let (h, issue) = two_questions_then_done(FAST);
     let run = |label: &str| {
         let output = h.sandcastle(&["run", "--once"]);
         assert!(output.status.success(), "{label}");
@@ -94,10 +107,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
             comments[0]
         );
     }
-    let state: Value = serde_json::from_slice(
-        &std::fs::read(h.project().join(".sandcastle/logs/state/issue-1.json")).unwrap(),
-    )
-    .unwrap();
+    let state = saved_state(&h);
     assert_eq!(state["phase"], "waiting");
     assert_eq!(state["waiting"]["channels"], json!(["forge"]));
     let listed = h.sandcastle(&["questions"]);
@@ -135,7 +145,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
         "Chosen: option 2, \"mysql2\".",
         "we run MySQL",
         "ten, for now",
-        "Untrusted text from the forge",
+        "Untrusted text from carol through the forge",
     ] {
         assert!(answer.contains(expected), "{expected:?} in {answer}");
     }
@@ -206,6 +216,10 @@ fn a_command_line_answer_survives_a_kill_before_delivery() {
         "sent with the killed turn, then once more with its retry"
     );
     assert!(answers[0].contains("(local maintainer) answered through the command line"));
+    assert!(
+        answers[0]
+            .contains("(local maintainer) through the command line (`sandcastle answer`) follows")
+    );
     assert!(answers[0].contains("Chosen: option 1, \"pg\"."));
     assert!(answers[0].contains("we use Postgres"));
     let said: Vec<String> = h
@@ -286,4 +300,319 @@ fn a_malformed_block_gets_one_correction_then_the_error() {
     let comments = h.comments_of(issue);
     assert_eq!(comments.len(), 1, "{comments:?}");
     assert!(comments[0].contains("unusable twice"));
+}
+
+/// Waits until `done` holds, failing with `what` after two minutes or when `run` ended.
+fn wait_for(what: &str, run: &mut std::process::Child, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// The answer reached the agent once, naming `by` and `channel` in its header and its fence, with
+/// the chosen option; the forge comment says who answered through which channel.
+fn answered_with_provenance(h: &Harness, issue: u64, by: &str, channel: &str) {
+    let answers: Vec<String> = implementer_latest(h)
+        .into_iter()
+        .filter(|l| l.contains("# The answer to your questions"))
+        .collect();
+    assert_eq!(answers.len(), 1, "delivered once: {answers:?}");
+    for expected in [
+        format!("{by} answered through {channel} at"),
+        "Chosen: option 2, \"mysql2\".".to_string(),
+        format!("Untrusted text from {by} through {channel} follows"),
+        "we run MySQL".to_string(),
+        "ten, for now".to_string(),
+    ] {
+        assert!(
+            answers[0].contains(&expected),
+            "{expected:?} in {}",
+            answers[0]
+        );
+    }
+    let comments = h.comments_of(issue);
+    assert!(
+        comments[0].contains(&format!("**Answered** by {by} through {channel} at")),
+        "{comments:?}"
+    );
+}
+
+/// (d) The `command` handler: the template's file bridge gets the question as JSON on stdin, its
+/// JSON answer goes through the saved-answer path to the agent, with its provenance; the forge
+/// comment says who answered through which channel; the looping run never waits on it.
+#[test]
+fn the_question_command_answers_and_the_work_goes_on() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let bridge = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../templates/rust/.sandcastle/ask-by-file.sh")
+        .canonicalize()
+        .unwrap();
+    let (h, issue) = two_questions_then_done(&format!(
+        "[questions]\npollBackoff = [\"1s\"]\nhandlers = [\"command\", \"forge\"]\ncommand = [\"sh\", \"{}\"]\n",
+        bridge.display()
+    ));
+    let mut run = h
+        .command(&["run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let questions = h.project().join(".sandcastle/questions");
+    let asked = || {
+        std::fs::read_dir(&questions)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|dir| dir.join("request.json").is_file())
+    };
+    let mut here = None;
+    wait_for("the question command", &mut run, || {
+        here = asked();
+        here.is_some()
+    });
+    let here = here.unwrap();
+    let request: Value =
+        serde_json::from_slice(&std::fs::read(here.join("request.json")).unwrap()).unwrap();
+    let state = saved_state(&h);
+    assert_eq!(state["waiting"]["channels"], json!(["command", "forge"]));
+    assert_eq!(request["version"], 1);
+    assert_eq!(request["id"], state["waiting"]["id"]);
+    assert_eq!(request["issue"], issue);
+    assert_eq!(request["title"], "Database driver choice");
+    assert_eq!(
+        request["questions"][0]["options"][1],
+        json!({"number": 2, "title": "mysql2", "prose": "MySQL client"})
+    );
+    assert_eq!(request["questions"][1]["options"], json!([]));
+
+    let answer = json!({
+        "version": 1,
+        "by": "Dana (ntfy)",
+        "answers": [{"option": 2, "text": "we run MySQL"}, {"text": "ten, for now"}],
+    });
+    std::fs::write(here.join("answer.tmp"), answer.to_string()).unwrap();
+    std::fs::rename(here.join("answer.tmp"), here.join("answer.json")).unwrap();
+    wait_for("the pull request", &mut run, || h.pulls().len() == 1);
+    sigterm(&run);
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("--- sandcastle run: stderr\n{stderr}");
+    assert!(
+        !stderr.contains("handler is skipped"),
+        "nothing configured was skipped"
+    );
+
+    answered_with_provenance(
+        &h,
+        issue,
+        "Dana (ntfy)",
+        "the question command (`[questions] command`)",
+    );
+    assert!(!h.labels_of(issue).contains(&"needs-info".to_string()));
+    assert!(
+        !here.exists(),
+        "the bridge cleaned up after printing its answer"
+    );
+    let report = h.last_report();
+    assert_eq!(
+        report["work"][0]["roles"]["implementer"]["iterations"], 1,
+        "the asking turn is a question turn, not an iteration: {report}"
+    );
+    assert_eq!(
+        report["work"][0]["roles"]["implementer"]["questionTurns"],
+        1
+    );
+}
+
+/// A tmux server of the test's own, ended with the test.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(command: &str) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("sandcastle-e2e-{}", std::process::id()),
+        };
+        let status = tmux
+            .cmd(&[
+                "new-session",
+                "-d",
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "-s",
+                "run",
+                command,
+            ])
+            .status()
+            .expect("tmux runs (apt-get install tmux)");
+        assert!(status.success());
+        tmux
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new("tmux");
+        command.args(["-L", &self.socket]).args(args);
+        command
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .cmd(&["capture-pane", "-p", "-t", "run"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "run"];
+        args.extend_from_slice(keys);
+        assert!(self.cmd(&args).status().unwrap().success());
+    }
+
+    /// Waits until the screen shows `text`.
+    fn shows(&self, text: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the terminal never showed {text:?}:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]).status();
+    }
+}
+
+/// (d) The `terminal` handler, driven through a pseudo-terminal (tmux): `run --once` skips it with
+/// one line and asks on the forge; then, while `sandcastle run` loops on a terminal, the question
+/// is asked there too; an option is picked for the first question
+/// and text written for the second; the answer reaches the agent through the saved-answer path,
+/// with the local maintainer and the terminal as its provenance, and the work completes.
+#[test]
+fn the_terminal_prompt_answers_and_the_work_goes_on() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = two_questions_then_done(
+        "[questions]\npollBackoff = [\"1h\"]\nhandlers = [\"terminal\", \"forge\"]\n",
+    );
+    let once = h.sandcastle(&["run", "--once"]);
+    assert!(once.status.success());
+    let skipped: Vec<String> = stderr_lines(&once)
+        .into_iter()
+        .filter(|l| l.contains("handler is skipped"))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0].contains(
+            "questions: the terminal handler is skipped in this run: `run --once` and `run --issue` never wait for a person"
+        ),
+        "{skipped:?}"
+    );
+    let channels = || saved_state(&h)["waiting"]["channels"].clone();
+    assert_eq!(channels(), json!(["forge"]));
+
+    let unset: Vec<String> = [
+        "FORGEJO_TOKEN",
+        "FORGEJO_USER",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ]
+    .iter()
+    .map(|key| format!("-u {key}"))
+    .collect();
+    let tmux = Tmux::start(&format!(
+        "cd '{}' && env {} USER=dana SANDCASTLE_TEST_IMAGE='{}' '{}' run; echo sandcastle-exited-$?; sleep 600",
+        h.project().display(),
+        unset.join(" "),
+        crate::harness::image(),
+        env!("CARGO_BIN_EXE_sandcastle"),
+    ));
+    tmux.shows("Question 1 of 2: Which driver?");
+    tmux.shows("2. mysql2: MySQL client");
+    assert_eq!(
+        channels(),
+        json!(["forge", "terminal"]),
+        "where it really went"
+    );
+    tmux.keys(&["Down", "Enter"]);
+    tmux.shows("Why (optional)");
+    tmux.keys(&["we run MySQL", "Enter"]);
+    tmux.shows("Question 2 of 2: Pool size?");
+    tmux.shows("Your answer");
+    tmux.keys(&["ten, for now", "Enter"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while h.pulls().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pull request:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    tmux.keys(&["C-c"]);
+    tmux.shows("sandcastle-exited-");
+    eprintln!("--- the terminal\n{}", tmux.screen());
+
+    answered_with_provenance(
+        &h,
+        issue,
+        "dana (local maintainer)",
+        "the terminal of `sandcastle run`",
+    );
+}
+
+/// A stop (Ctrl-C) while the terminal prompt is open ends the run as any stop does; the question
+/// still waits, and the terminal is left usable (echo and line editing back on).
+#[test]
+fn a_stop_during_the_terminal_prompt_leaves_the_question_waiting() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = two_questions_then_done("[questions]\npollBackoff = [\"1h\"]\n");
+    let tmux = Tmux::start(&format!(
+        "cd '{}' && env -u FORGEJO_TOKEN -u ANTHROPIC_API_KEY '{}' run; echo sandcastle-exited-$?; stty -a; sleep 600",
+        h.project().display(),
+        env!("CARGO_BIN_EXE_sandcastle"),
+    ));
+    tmux.shows("Question 1 of 2: Which driver?");
+    tmux.shows("2. mysql2: MySQL client");
+    tmux.keys(&["C-c"]);
+    tmux.shows("sandcastle-exited-130");
+    let screen = tmux.screen();
+    assert!(
+        screen.contains(" icanon") && screen.contains(" echo"),
+        "{screen}"
+    );
+    assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
+    let listed = String::from_utf8_lossy(&h.sandcastle(&["questions"]).stdout).into_owned();
+    assert!(
+        listed.contains(
+            "through the terminal of `sandcastle run`, the forge; answer with the prompt of a looping \
+             `sandcastle run` or a comment on"
+        ),
+        "{listed}"
+    );
 }

@@ -1,0 +1,312 @@
+//! The `command` handler: `[questions] command` runs with the question as JSON on its stdin and
+//! prints the answer as JSON on its stdout (a bridge to a chat, a phone, a file). It runs on a
+//! thread of its own, bounded by the time left of `[questions] timeout`; a failure, a non-zero
+//! exit or output that does not answer the questions is one line, never fatal. Its output is
+//! read like any reply from outside: strictly, and checked by the rules every channel's answers
+//! pass (`questions::checked`). The shapes are versioned (`"version": 1`) and in the README.
+use super::answers;
+use crate::context::{Context, HOST_ONLY_KEYS};
+use crate::deadline::Watchdog;
+use crate::questions::{self, Questions, Reply};
+use crate::state::{Answer, Channel, Waiting};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const VERSION: u32 = 1;
+
+/// What the command reads on stdin.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request<'a> {
+    pub version: u32,
+    /// The question's id: answers to it, and only to it, count.
+    pub id: &'a str,
+    pub repo: &'a str,
+    pub issue: u64,
+    pub url: String,
+    pub asked_at: Timestamp,
+    /// After this the command is stopped (`[questions] timeout`).
+    pub answer_by: Timestamp,
+    pub title: &'a str,
+    pub prose: &'a str,
+    pub questions: Vec<RequestQuestion<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RequestQuestion<'a> {
+    pub number: usize,
+    pub title: &'a str,
+    pub prose: &'a str,
+    /// Empty: the answer is free text.
+    pub options: Vec<RequestOption<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RequestOption<'a> {
+    pub number: usize,
+    pub title: &'a str,
+    pub prose: &'a str,
+}
+
+/// What the command prints on stdout.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Response {
+    version: u32,
+    /// Who answered, as the bridge knows them.
+    #[serde(default)]
+    by: Option<String>,
+    /// One per question, in order.
+    answers: Vec<ResponseAnswer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResponseAnswer {
+    #[serde(default)]
+    option: Option<usize>,
+    #[serde(default)]
+    text: String,
+}
+
+const MAX_OUTPUT: usize = 256 * 1024;
+const MAX_BY: usize = 64;
+
+/// The request for issue `number`'s waiting question.
+pub fn request<'a>(
+    repo: &'a str,
+    url: String,
+    number: u64,
+    waiting: &'a Waiting,
+    timeout: Duration,
+) -> Request<'a> {
+    let questions = &waiting.questions;
+    Request {
+        version: VERSION,
+        id: &waiting.id,
+        repo,
+        issue: number,
+        url,
+        asked_at: waiting.asked_at,
+        answer_by: waiting.asked_at
+            + jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX),
+        title: &questions.title,
+        prose: &questions.prose,
+        questions: questions
+            .items
+            .iter()
+            .enumerate()
+            .map(|(index, question)| RequestQuestion {
+                number: index + 1,
+                title: &question.title,
+                prose: &question.prose,
+                options: question
+                    .options
+                    .iter()
+                    .enumerate()
+                    .map(|(n, option)| RequestOption {
+                        number: n + 1,
+                        title: &option.title,
+                        prose: &option.prose,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// The command's stdout read as an answer to `questions`: who (if it says) and one reply per
+/// question. `Err` says what is wrong with it.
+pub fn read_response(
+    questions: &Questions,
+    stdout: &[u8],
+) -> Result<(Option<String>, Vec<Reply>), String> {
+    if stdout.len() > MAX_OUTPUT {
+        return Err(format!("its output is longer than {MAX_OUTPUT} bytes"));
+    }
+    let response: Response = serde_json::from_slice(stdout)
+        .map_err(|e| format!("its output is not the answer JSON: {e}"))?;
+    if response.version != VERSION {
+        return Err(format!(
+            "its output has version {}; this sandcastle reads version {VERSION}",
+            response.version
+        ));
+    }
+    if response.answers.len() != questions.items.len() {
+        return Err(format!(
+            "{} question(s), but its output has {} answer(s)",
+            questions.items.len(),
+            response.answers.len()
+        ));
+    }
+    let by = match response.by {
+        None => None,
+        Some(by) if plain_name(&by) => Some(by.trim().to_string()),
+        Some(_) => {
+            return Err(format!(
+                "its \"by\" is not a name (1 to {MAX_BY} letters, digits, spaces and . _ @ ( ) -)"
+            ));
+        }
+    };
+    let replies = response
+        .answers
+        .iter()
+        .enumerate()
+        .map(|(index, answer)| questions::checked(questions, index, answer.option, &answer.text))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((by, replies))
+}
+
+/// A name that reads as one on a line of a prompt or a comment, and nothing more.
+fn plain_name(by: &str) -> bool {
+    let by = by.trim();
+    !by.is_empty()
+        && by.chars().count() <= MAX_BY
+        && by
+            .chars()
+            .all(|c| c.is_alphanumeric() || " ._@()-".contains(c))
+}
+
+/// Runs the command on a thread of its own; what it answers is left on the answers' path.
+pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
+    let Some(argv) = ctx.config.questions.command.clone() else {
+        return;
+    };
+    let timeout = ctx.config.questions.timeout;
+    let url = format!(
+        "{}/{}/issues/{number}",
+        ctx.config.forge_url, ctx.config.repo
+    );
+    let input =
+        serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, waiting, timeout))
+            .expect("the request serialises");
+    let left = Timestamp::now().duration_until(
+        waiting.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
+    );
+    let Ok(left) = Duration::try_from(left) else {
+        return;
+    };
+    let (project, progress, arrived, children) = (
+        ctx.project.clone(),
+        ctx.progress.clone(),
+        ctx.handlers.arrived.clone(),
+        ctx.handlers.children.clone(),
+    );
+    let (id, questions) = (waiting.id.clone(), waiting.questions.clone());
+    std::thread::spawn(move || {
+        let outcome = run(&argv, &project, input, left, &children).and_then(|stdout| {
+            let (by, replies) = read_response(&questions, &stdout)?;
+            let answer = Answer {
+                by: by.unwrap_or_else(|| "someone through the question command".to_string()),
+                channel: Channel::Command,
+                at: Timestamp::now(),
+                replies,
+            };
+            answers::leave(&project, number, &id, &answer)
+                .map_err(|e| format!("{e:#}"))?
+                .map(|()| answer.by)
+        });
+        match outcome {
+            Ok(by) => {
+                progress.note(&format!(
+                    "issue #{number}: {by} answered through the question command"
+                ));
+                arrived.store(true, Ordering::SeqCst);
+            }
+            Err(why) => progress.note(&format!(
+                "issue #{number}: the question command gave no answer: {why}"
+            )),
+        }
+    });
+}
+
+/// The command's stdout, or why there is none: it could not start, did not finish in time, or
+/// exited non-zero (with the last line it wrote on stderr). It runs in a process group of its
+/// own, which `children` lists while it runs, so a stopped run ends it too.
+fn run(
+    argv: &[String],
+    project: &Path,
+    input: Vec<u8>,
+    limit: Duration,
+    children: &Children,
+) -> Result<Vec<u8>, String> {
+    let (program, args) = argv.split_first().ok_or("`[questions] command` is empty")?;
+    let mut command = Command::new(program);
+    // A bridge has no business with the orchestrator's forge tokens.
+    for key in HOST_ONLY_KEYS {
+        command.env_remove(key);
+    }
+    let mut child = command
+        .args(args)
+        .current_dir(project)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+    let pid = child.id();
+    children.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    let watchdog = Watchdog::start(&child, limit);
+    let mut stdin = child.stdin.take().expect("piped");
+    // On a thread: a command that does not read its input must not hold up the rest.
+    std::thread::spawn(move || stdin.write_all(&input));
+    let stderr = child.stderr.take().expect("piped");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.take(MAX_OUTPUT as u64).read_to_string(&mut text);
+        text
+    });
+    let mut stdout = Vec::new();
+    let mut pipe = child.stdout.take().expect("piped");
+    let read = (&mut pipe)
+        .take(MAX_OUTPUT as u64 + 1)
+        .read_to_end(&mut stdout)
+        // What is beyond the bound is read and dropped, so the command never blocks on it.
+        .and_then(|_| std::io::copy(&mut pipe, &mut std::io::sink()));
+    let status = child.wait();
+    let timed_out = watchdog.finished();
+    children
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| *p != pid);
+    let stderr = stderr.join().unwrap_or_default();
+    if timed_out {
+        return Err(format!(
+            "`{program}` did not answer within the question's timeout and was stopped"
+        ));
+    }
+    let status = status.map_err(|e| format!("cannot wait for `{program}`: {e}"))?;
+    read.map_err(|e| format!("cannot read the output of `{program}`: {e}"))?;
+    if !status.success() {
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!("`{program}` exited with {status}: {last}"));
+    }
+    Ok(stdout)
+}
+
+/// The process ids (and groups) of the question commands running now.
+pub type Children = Arc<Mutex<Vec<u32>>>;
+
+/// Ends every question command still running (a stopped run).
+pub fn stop(children: &Children) {
+    for pid in children.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        if let Some(group) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
