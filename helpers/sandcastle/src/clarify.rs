@@ -198,6 +198,27 @@ pub fn take_answer(state: &mut WorkState, answer: &Answer) -> bool {
     }
 }
 
+/// `sandcastle run --yes` on an issue whose clarification question still waits: work starts now,
+/// the open question becomes what the implementer has to assume (and the pull request says so).
+/// `false`: the issue waits for no clarification.
+pub fn release(ctx: &Context, number: u64, state: &mut WorkState) -> Result<bool> {
+    let Some(c) = state.clarification.as_mut() else {
+        return Ok(false);
+    };
+    let Some(open) = c.rounds.pop_if(|round| round.answer.is_none()) else {
+        return Ok(false);
+    };
+    c.unclear = vec![open.question];
+    state.waiting = None;
+    state.phase = Phase::Work;
+    state.save(&ctx.state_dir())?;
+    ctx.forge.remove_label(number, "needs-info")?;
+    ctx.progress.note(&format!(
+        "issue #{number}: `run --yes`: work starts without the clarification's answer; the open question goes into the pull request as an assumption"
+    ));
+    Ok(true)
+}
+
 /// The report's line for an issue whose clarification question still waits, if it is one.
 pub fn still_waiting(ctx: &Context, state: &WorkState) -> Option<String> {
     let c = state.clarification.as_ref()?;
@@ -243,9 +264,13 @@ pub fn pull_section(ctx: &Context, state: &WorkState) -> String {
     }
     if !c.unclear.is_empty() {
         text += &format!(
-            "\n\n## Assumptions\n\nThe issue was still unclear after {} question(s) ([clarify] maxRounds); \
-             the implementer decided these points itself (its summary above says what it assumed):\n\n",
-            c.rounds.len()
+            "\n\n## Assumptions\n\nThe issue was still unclear when work started, after {} answered \
+             question(s) (the rounds ran out, or `run --yes` started it); the implementer decided \
+             these points itself (its summary above says what it assumed):\n\n",
+            c.rounds
+                .iter()
+                .filter(|round| round.answer.is_some())
+                .count()
         );
         for point in &c.unclear {
             text += &format!("- {}\n", ctx.agent_text(point));

@@ -102,6 +102,10 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
             continue;
         };
         let key = WorkKey::Issue(number).to_string();
+        if !ctx.clarifies && crate::clarify::release(ctx, number, &mut state)? {
+            answered.push(ctx.forge.issue(number)?);
+            continue;
+        }
         match asking::poll(ctx, number, &mut state)? {
             Poll::Answered => answered.push(ctx.forge.issue(number)?),
             Poll::Pending => {

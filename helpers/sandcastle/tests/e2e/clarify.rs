@@ -300,3 +300,27 @@ fn run_yes_skips_the_clarification() {
     assert!(h.comments_of(issue).is_empty());
     assert!(!h.only_pull_body().contains("## Clarification"));
 }
+
+/// `sandcastle run --yes` on an issue already waiting for a clarification answer: work starts
+/// without it, `needs-info` goes, and the pull request lists the open question as an assumption.
+#[test]
+fn run_yes_releases_an_issue_waiting_for_clarification() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = vague_issue(assessment(
+        0.2,
+        "Which port should it listen on?",
+        &["the port"],
+    ));
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
+    assert!(h.pulls().is_empty(), "it waits for an answer");
+
+    assert!(h.sandcastle(&["run", "--once", "--yes"]).status.success());
+    assert!(!h.labels_of(issue).contains(&"needs-info".to_string()));
+    assert_eq!(assessments(&h).len(), 1, "no second assessment");
+    let body = h.only_pull_body();
+    assert!(body.contains("Which port should it listen on?"), "{body}");
+    assert!(body.contains("## Assumptions"), "{body}");
+}
