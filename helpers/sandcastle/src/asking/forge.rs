@@ -103,7 +103,7 @@ pub fn settle(ctx: &Context, number: u64, waiting: &Waiting, answer: &Answer) ->
 fn comment(ctx: &Context, number: u64, questions: &Questions) -> String {
     let text = |s: &str| escape(&ctx.agent_text(s));
     let mut body = format!(
-        "sandcastle's agent has a question before it goes on with this issue.\n\n### {}\n",
+        "sandcastle has a question before it goes on with this issue.\n\n### {}\n",
         text(&questions.title)
     );
     if !questions.prose.is_empty() {
