@@ -137,6 +137,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     let creds = creds.and(settings.credentials().ok());
 
     report.line("host", host_programs());
+    report.line("questions", question_handlers(project, &config.questions));
     if report
         .line(
             "docker",
@@ -251,6 +252,37 @@ fn host_programs() -> Result<String> {
         found.push(format!("{program} {}", path.display()));
     }
     Ok(found.join(", "))
+}
+
+/// Where questions go, and whether `[questions] command` is a program that can run here.
+fn question_handlers(project: &Path, questions: &sandcastle_config::Questions) -> Result<String> {
+    let names: Vec<&str> = questions.handlers.iter().map(|h| h.name()).collect();
+    let mut line = format!(
+        "handlers {} (a run without a terminal skips terminal; `run --once` also skips command)",
+        names.join(", ")
+    );
+    if let Some(argv) = &questions.command {
+        let program = argv.first().map(String::as_str).unwrap_or_default();
+        let path = which::which_in(program, std::env::var_os("PATH"), project).map_err(|_| {
+            anyhow::anyhow!(
+                "`[questions] command` runs `{program}`, which is not an executable file (relative \
+                 to the project, or on PATH): fix the path or make it executable"
+            )
+        })?;
+        let used = questions
+            .handlers
+            .contains(&sandcastle_config::Handler::Command);
+        line += &format!(
+            "; command {}{}",
+            path.display(),
+            if used {
+                ""
+            } else {
+                " (set, but `command` is not in handlers)"
+            }
+        );
+    }
+    Ok(line)
 }
 
 /// The template's placeholders still in the project, each with its fix.

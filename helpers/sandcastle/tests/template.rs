@@ -155,7 +155,15 @@ fn a_new_project_from_the_template_up_to_doctor() {
         !template.contains("config.toml"),
         "the config's placeholders are gone: {template}"
     );
-    for check in ["config", ".env", "secrets", "host", "forge", "token"] {
+    for check in [
+        "config",
+        ".env",
+        "secrets",
+        "host",
+        "questions",
+        "forge",
+        "token",
+    ] {
         line(&stdout, "ok", check);
     }
     line(&stdout, "FAIL", "labels");
@@ -192,4 +200,29 @@ fn a_new_project_from_the_template_up_to_doctor() {
         );
     }
     assert!(!stdout.contains(&token) && !stdout.contains(&reader));
+
+    // A question command that is not an executable file is said, with the fix.
+    let config = std::fs::read_to_string(&config_path).unwrap();
+    let with_command = |argv: &str| {
+        std::fs::write(
+            &config_path,
+            format!(
+                "{config}\n[questions]\nhandlers = [\"forge\", \"command\"]\ncommand = {argv}\n"
+            ),
+        )
+        .unwrap();
+        doctor(dir)
+    };
+    let stdout = with_command(r#"["sh", ".sandcastle/ask-by-file.sh"]"#);
+    let questions = line(&stdout, "ok", "questions");
+    assert!(
+        questions.contains("handlers forge, command") && questions.contains("command /"),
+        "{questions}"
+    );
+    let stdout = with_command(r#"[".sandcastle/no-such-bridge"]"#);
+    let questions = line(&stdout, "FAIL", "questions");
+    assert!(
+        questions.contains("`.sandcastle/no-such-bridge`, which is not an executable file"),
+        "{questions}"
+    );
 }
