@@ -1,6 +1,7 @@
 //! `sandcastle questions` and `sandcastle answer`: what waits for a person, and an answer from any
 //! terminal on the maintainer's machine. Both read the saved state only; a run takes the answer up.
 use crate::asking;
+use crate::role::WorkKey;
 use crate::state::{Channel, Phase, WorkState};
 use anyhow::{Result, bail};
 use std::path::Path;
@@ -10,21 +11,25 @@ fn state_dir(project: &Path) -> std::path::PathBuf {
     project.join(".sandcastle/logs/state")
 }
 
-/// One line per waiting question: issue, age, channels, where to answer.
+/// One line per waiting question (issue, age, channels, where to answer), then one per open ask.
 pub fn list(project: &Path) -> Result<ExitCode> {
     let settings = crate::context::Settings::load(project)?;
     let waiting = WorkState::all_waiting(&state_dir(project))?;
-    if waiting.is_empty() {
-        println!("no question waits for an answer");
+    let asks = WorkState::with_asks(&state_dir(project))?;
+    if waiting.is_empty() && asks.is_empty() {
+        println!("no question or ask waits for an answer");
     }
     let now = jiff::Timestamp::now();
+    let age = |since: jiff::Timestamp| {
+        let secs = now.duration_since(since).unsigned_abs().as_secs();
+        humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+    };
     for state in &waiting {
         let Some(question) = &state.waiting else {
             continue;
         };
         let number = state.slug.trim_start_matches("issue-");
-        let age = now.duration_since(question.asked_at).unsigned_abs();
-        let age = humantime::format_duration(std::time::Duration::from_secs(age.as_secs()));
+        let age = age(question.asked_at);
         let channels: Vec<String> = question.channels.iter().map(|c| c.to_string()).collect();
         let through = match channels.is_empty() {
             true => "through no handler".to_string(),
@@ -54,6 +59,32 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             question.questions.title,
             answer_with.join(" or ")
         );
+    }
+    for state in &asks {
+        let Some(key) = WorkKey::from_slug(&state.slug) else {
+            continue;
+        };
+        let number = key.number().unwrap_or_default();
+        let line = match (&state.ask, &state.tell) {
+            (_, Some(_)) => "answered; told to the agent at its next turn".to_string(),
+            (Some(open), None) => format!(
+                "asked {} ago, the agent works on; answer with a comment on {}/{}/issues/{number} \
+                 (or reply `close`)",
+                age(open.taken_at),
+                settings.config.forge_url,
+                settings.config.repo
+            ),
+            (None, None) => continue,
+        };
+        let what = state.ask.as_ref().map_or(String::new(), |open| {
+            format!(
+                " ({}, revision {}) {:?}",
+                open.ask.kind.name(),
+                open.ask.revision,
+                open.ask.title
+            )
+        });
+        println!("{key} ask{what}: {line}");
     }
     Ok(ExitCode::SUCCESS)
 }

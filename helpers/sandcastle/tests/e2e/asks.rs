@@ -109,6 +109,12 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     ] {
         assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
     }
+    let listed = String::from_utf8_lossy(&h.sandcastle(&["questions"]).stdout).into_owned();
+    assert!(
+        listed.contains("issue #1 ask (decision, revision 1) \"Which driver?\": asked ")
+            && listed.contains("the agent works on; answer with a comment on"),
+        "sandcastle questions lists the open ask: {listed}"
+    );
     h.outsider_then_writer_reply(issue, "1: outsiders say pg", "2: we run MySQL");
     h.touch_in_sandbox("/tmp/go");
     assert!(run.wait().unwrap().success());
