@@ -13,6 +13,7 @@ mod forge;
 mod forge_text;
 mod gate;
 mod git;
+mod hand_out;
 mod lock;
 mod pass;
 mod plan;

@@ -1,12 +1,13 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
 //! with the agent's checkout of the work branch made inside it, in which agent turns and the gate
 //! run and from which the commits come out. Removed when dropped (on success, error or panic).
-use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun};
+use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut};
 use crate::checkout;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
 use crate::git::WorkRepo;
+use crate::hand_out::Commits;
 use crate::progress::Status;
 use crate::role::WorkKey;
 use crate::sandbox::{Sandbox, SandboxSpec};
@@ -24,6 +25,9 @@ pub struct WorkSandbox<'a> {
     log_dir: PathBuf,
     repo: &'a WorkRepo,
     sandbox: Option<Sandbox>,
+    /// What the last turn's own exec handed out of the checkout, and the file holding it, until
+    /// the commits are taken or anything else runs in the sandbox.
+    handed_out: Option<(Commits, tempfile::NamedTempFile)>,
 }
 
 impl<'a> WorkSandbox<'a> {
@@ -34,6 +38,7 @@ impl<'a> WorkSandbox<'a> {
             log_dir: ctx.work_log_dir(&key.slug()),
             repo,
             sandbox: None,
+            handed_out: None,
         }
     }
 
@@ -85,6 +90,8 @@ impl Sandboxed for WorkSandbox<'_> {
         ctx.progress.update(&status);
         let cost_before = status.cost_usd;
         let log_dir = self.log_dir.clone();
+        self.handed_out = None;
+        let commits_file = self.repo.scratch_file()?;
         let run = AgentRun {
             role: turn.role,
             model: turn.role.model(&ctx.config.models),
@@ -94,6 +101,10 @@ impl Sandboxed for WorkSandbox<'_> {
             exit_grace: EXIT_GRACE,
             log_dir: &log_dir,
             iteration: turn.iteration,
+            commits: CommitsOut {
+                known_tip: self.repo.tip()?,
+                file: commits_file.path().to_path_buf(),
+            },
         };
         let started = Instant::now();
         let sandbox = self.get()?;
@@ -106,11 +117,13 @@ impl Sandboxed for WorkSandbox<'_> {
         })?;
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
+        self.handed_out = outcome.commits.clone().map(|c| (c, commits_file));
         Ok(outcome)
     }
 
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
+        self.handed_out = None;
         let sandbox = self.get()?;
         let outcome = gate::run(
             sandbox,
@@ -123,11 +136,15 @@ impl Sandboxed for WorkSandbox<'_> {
         Ok(outcome)
     }
 
-    /// Without a sandbox there is nothing new.
+    /// What the last turn handed out, else with an exec of its own; without a sandbox there is
+    /// nothing new.
     fn take_commits(&mut self) -> Result<String> {
-        match &self.sandbox {
-            Some(sandbox) => checkout::take_commits(sandbox, self.repo),
-            None => self.repo.tip(),
+        match (self.handed_out.take(), &self.sandbox) {
+            (Some((commits, file)), _) => {
+                checkout::take_handed_out(self.repo, commits, file.path())
+            }
+            (None, Some(sandbox)) => checkout::take_commits(sandbox, self.repo),
+            (None, None) => self.repo.tip(),
         }
     }
 }

@@ -15,9 +15,11 @@ done
 i=0
 while [ $i -lt 50 ]; do
   others
-  [ -z "$alive" ] && exit "$done_status"
+  [ -z "$alive" ] && break
   kill -KILL $alive 2>/dev/null
   sleep 0.1; i=$((i+1))
 done
-echo "processes $alive of the agent are still running after kill -KILL" >&2
-exit "$failed_status"
+if [ -n "$alive" ]; then
+  echo "processes $alive of the agent are still running after kill -KILL" >&2
+  exit "$failed_status"
+fi

@@ -184,6 +184,7 @@ impl Sandboxed for Script<'_> {
                 ..Usage::default()
             },
             transcript: PathBuf::from("/nonexistent/transcript.jsonl"),
+            commits: None,
         })
     }
 
