@@ -88,13 +88,25 @@ pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<String> {
 }
 
 /// Brings in what an agent's turn handed out of its checkout (`file` holds it when it is
-/// [`Commits::InFile`]), checked as [`take_commits`] checks its own; returns the new tip.
-pub fn take_handed_out(repo: &WorkRepo, commits: Commits, file: &Path) -> Result<String> {
+/// [`Commits::InFile`]), checked as [`take_commits`] checks its own; returns the new tip. A turn
+/// that ended at `known_tip`, the tip it was given, changed nothing: no git call.
+pub fn take_handed_out(
+    repo: &WorkRepo,
+    commits: Commits,
+    file: &Path,
+    known_tip: &str,
+) -> Result<String> {
     match commits {
+        Commits::InFile if unchanged(file, known_tip) => Ok(known_tip.to_string()),
         Commits::InFile => repo.import(file),
         Commits::Refused(why) => Err(anyhow!(why)),
     }
     .context(TAKE_FAILED)
+}
+
+/// Whether `file` holds exactly `known_tip`'s id line.
+fn unchanged(file: &Path, known_tip: &str) -> bool {
+    std::fs::read(file).is_ok_and(|bytes| bytes == format!("{known_tip}\n").as_bytes())
 }
 
 const TAKE_FAILED: &str = "cannot take the agent's commits out of the sandbox";

@@ -25,9 +25,19 @@ pub struct WorkSandbox<'a> {
     log_dir: PathBuf,
     repo: &'a WorkRepo,
     sandbox: Option<Sandbox>,
-    /// What the last turn's own exec handed out of the checkout, and the file holding it, until
-    /// the commits are taken or anything else runs in the sandbox.
-    handed_out: Option<(Commits, tempfile::NamedTempFile)>,
+    /// What the last turn's own exec handed out of the checkout, until the commits are taken or
+    /// anything else runs in the sandbox.
+    handed_out: Option<HandedOut>,
+    /// The work branch's tip as this sandbox last brought it in (only taking the commits moves
+    /// it); `None`: ask the repository.
+    tip: Option<String>,
+}
+
+/// A turn's hand-out of the checkout: the commits since `known_tip`, held in `file`.
+struct HandedOut {
+    commits: Commits,
+    file: tempfile::NamedTempFile,
+    known_tip: String,
 }
 
 impl<'a> WorkSandbox<'a> {
@@ -39,6 +49,7 @@ impl<'a> WorkSandbox<'a> {
             repo,
             sandbox: None,
             handed_out: None,
+            tip: None,
         }
     }
 
@@ -91,6 +102,10 @@ impl Sandboxed for WorkSandbox<'_> {
         let cost_before = status.cost_usd;
         let log_dir = self.log_dir.clone();
         self.handed_out = None;
+        let known_tip = match &self.tip {
+            Some(tip) => tip.clone(),
+            None => self.repo.tip()?,
+        };
         let commits_file = self.repo.scratch_file()?;
         let run = AgentRun {
             role: turn.role,
@@ -102,7 +117,7 @@ impl Sandboxed for WorkSandbox<'_> {
             log_dir: &log_dir,
             iteration: turn.iteration,
             commits: CommitsOut {
-                known_tip: self.repo.tip()?,
+                known_tip: known_tip.clone(),
                 file: commits_file.path().to_path_buf(),
             },
         };
@@ -117,7 +132,11 @@ impl Sandboxed for WorkSandbox<'_> {
         })?;
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
-        self.handed_out = outcome.commits.clone().map(|c| (c, commits_file));
+        self.handed_out = outcome.commits.clone().map(|commits| HandedOut {
+            commits,
+            file: commits_file,
+            known_tip,
+        });
         Ok(outcome)
     }
 
@@ -139,13 +158,15 @@ impl Sandboxed for WorkSandbox<'_> {
     /// What the last turn handed out, else with an exec of its own; without a sandbox there is
     /// nothing new.
     fn take_commits(&mut self) -> Result<String> {
-        match (self.handed_out.take(), &self.sandbox) {
-            (Some((commits, file)), _) => {
-                checkout::take_handed_out(self.repo, commits, file.path())
+        let tip = match (self.handed_out.take(), &self.sandbox) {
+            (Some(out), _) => {
+                checkout::take_handed_out(self.repo, out.commits, out.file.path(), &out.known_tip)
             }
             (None, Some(sandbox)) => checkout::take_commits(sandbox, self.repo),
             (None, None) => self.repo.tip(),
-        }
+        }?;
+        self.tip = Some(tip.clone());
+        Ok(tip)
     }
 }
 
