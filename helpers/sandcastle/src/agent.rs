@@ -177,13 +177,13 @@ pub fn run(
             None => run.idle_timeout,
         };
         let line = match pipes.out.recv_timeout(wait) {
-            Ok(Out::Line(line)) => line,
-            Ok(Out::HandingOut) => {
+            Ok(FromExec::Line(line)) => line,
+            Ok(FromExec::TrailerBegins) => {
                 // Claude Code is gone and its output over; a large bundle may take a while.
                 grace_until = Some(Instant::now() + HAND_OUT_TIMEOUT);
                 continue;
             }
-            Ok(Out::HandedOut(trailer)) => break StreamEnd::HandedOut(trailer),
+            Ok(FromExec::Trailer(trailer)) => break StreamEnd::HandedOut(trailer),
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
             }
@@ -419,13 +419,13 @@ enum HandOut {
 }
 
 /// What the reader of the exec's output hands over.
-enum Out {
+enum FromExec {
     /// One line of Claude Code's output (lossy UTF-8, without its newline).
     Line(String),
     /// The hand-out trailer began: Claude Code's output is over.
-    HandingOut,
+    TrailerBegins,
     /// The trailer was read to the end of the output.
-    HandedOut(Result<Trailer, String>),
+    Trailer(Result<Trailer, String>),
 }
 
 /// After the trailer began, how long handing out may take (a large bundle).
@@ -433,7 +433,7 @@ const HAND_OUT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The threads that feed the prompt in and read the output of one `docker exec`.
 struct Pipes {
-    out: mpsc::Receiver<Out>,
+    out: mpsc::Receiver<FromExec>,
     threads: Vec<thread::JoinHandle<()>>,
     stderr: thread::JoinHandle<String>,
 }
@@ -496,7 +496,11 @@ impl Pipes {
 
 /// Claude Code's lines, then, from the marker on, the hand-out trailer, read to the end of the
 /// output. A trailer that does not parse has the rest of the output drained, so the exec can end.
-fn read_output(mut stdout: impl BufRead, hand_out_to: &Destination, sender: &mpsc::Sender<Out>) {
+fn read_output(
+    mut stdout: impl BufRead,
+    hand_out_to: &Destination,
+    sender: &mpsc::Sender<FromExec>,
+) {
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -513,20 +517,20 @@ fn read_output(mut stdout: impl BufRead, hand_out_to: &Destination, sender: &mps
         // The exec puts a newline before the marker, in case Claude Code's output lacked one.
         if !line.is_empty()
             && sender
-                .send(Out::Line(String::from_utf8_lossy(&line).into_owned()))
+                .send(FromExec::Line(String::from_utf8_lossy(&line).into_owned()))
                 .is_err()
         {
             return;
         }
     }
-    if sender.send(Out::HandingOut).is_err() {
+    if sender.send(FromExec::TrailerBegins).is_err() {
         return;
     }
     let trailer = hand_out::read(&mut stdout, hand_out_to);
     if trailer.is_err() {
         let _ = std::io::copy(&mut stdout, &mut std::io::sink());
     }
-    let _ = sender.send(Out::HandedOut(trailer));
+    let _ = sender.send(FromExec::Trailer(trailer));
 }
 
 /// The exit status if the process ends within `grace`, else `None` (still running).
