@@ -753,9 +753,17 @@ def failed_note(result):
     return "\nRuns that failed and were run again (not counted):\n" + "".join(f"- {f}\n" for f in failed)
 
 
+# The headline figures a run keeps of the run before it, as `before` in results.json.
+HEADLINE = ["date", "command", "per_iteration_ms", "peak_rss_mb", "startup_ms", "w8_wall_s"]
+
+
 def write(out, result, table):
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    path = out / "results.json"
+    if path.exists():
+        previous = json.loads(path.read_text())
+        result["before"] = {key: previous[key] for key in HEADLINE + ["versions"] if key in previous}
+    path.write_text(json.dumps(result, indent=2) + "\n")
     v = result["versions"]
     md = out / "RESULTS.md"
     previous = md.read_text() if md.exists() else ""
