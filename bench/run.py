@@ -730,8 +730,6 @@ def main():
             "failed_runs_repeated": failures,
             "elapsed_s": round(time.time() - started),
         }
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
         table = report(result)
         print("\n" + table)
         write(args.out, result, table)
