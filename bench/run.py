@@ -256,23 +256,19 @@ class Ours:
 
 def run_ours(work, docker, image, workload, log, env_extra=None):
     """One timed run of `workload` by ours: (seconds, peak RSS MB). The forge is checked after."""
-    issues, conc, iters, complete, passes = {
-        "W1": (1, 1, 1, 1, 1), "W1x": (1, 1, 1, 0, 1), "W10": (1, 1, 10, 0, 1), "W8": (8, 4, 1, 1, 2),
+    issues, conc, iters, complete = {
+        "W1": (1, 1, 1, 1), "W1x": (1, 1, 1, 0), "W10": (1, 1, 10, 0), "W8": (8, 4, 1, 1),
     }[workload]
-    env = {"BENCH_COMPLETE": str(complete), "BENCH_PLAN_MAX": str(conc), **(env_extra or {})}
+    env = {"BENCH_COMPLETE": str(complete), "BENCH_PLAN_MAX": str(issues), **(env_extra or {})}
     ours = Ours(work, image, issues, conc, iters, env)
     try:
         argv = [RELEASE / "sandcastle", "-C", ours.project, "run", "--once"]
         if issues == 1:
             argv += ["--issue", "1"]
-        total, peak = 0.0, 0.0
-        # A pass takes at most maxConcurrency issues: W8 is two passes, two processes.
-        for _ in range(passes):
-            seconds, rss, code = timed(argv, stdout_path=log)
-            total += seconds
-            peak = max(peak, rss)
-            if code != 0:
-                raise BenchError(f"ours {workload}: sandcastle exited {code}; log: {log}")
+        # W8 is one pass: the planner plans all eight, the pass works through them four at a time.
+        total, peak, code = timed(argv, stdout_path=log)
+        if code != 0:
+            raise BenchError(f"ours {workload}: sandcastle exited {code}; log: {log}")
         expected_pulls = issues if complete else 0
         if ours.pulls() != expected_pulls:
             raise BenchError(f"ours {workload}: {ours.pulls()} pull request(s), expected {expected_pulls}; log: {log}")
@@ -342,7 +338,7 @@ def run_w8_hosts(work, docker, image, engines, log):
     """W8 (8 issues, concurrency 4 per host) by one orchestrator per engine in `engines` (a
     DOCKER_HOST, or None for the default), all against one forge, each with its own project:
     the seconds until every issue has its pull request and every orchestrator has stopped."""
-    env = {"BENCH_COMPLETE": "1", "BENCH_PLAN_MAX": "4"}
+    env = {"BENCH_COMPLETE": "1", "BENCH_PLAN_MAX": "8"}
     ours = Ours(work, image, 8, 4, 1, env)
     try:
         projects = [ours.project]
@@ -356,8 +352,8 @@ def run_w8_hosts(work, docker, image, engines, log):
 
         def host(project, engine):
             env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
-            # `run --once` until the forge has every pull request: a pass takes at most
-            # maxConcurrency issues, and work the other host claimed is left to it.
+            # `run --once` until the forge has every pull request: work the other host claimed
+            # is left to it, and may be given up to this one only in a later pass.
             for _ in range(6):
                 if ours.pulls() >= 8:
                     return
@@ -734,8 +730,6 @@ def main():
             "failed_runs_repeated": failures,
             "elapsed_s": round(time.time() - started),
         }
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
         table = report(result)
         print("\n" + table)
         write(args.out, result, table)
@@ -757,9 +751,17 @@ def failed_note(result):
     return "\nRuns that failed and were run again (not counted):\n" + "".join(f"- {f}\n" for f in failed)
 
 
+# The headline figures a run keeps of the run before it, as `before` in results.json.
+HEADLINE = ["date", "command", "per_iteration_ms", "peak_rss_mb", "startup_ms", "w8_wall_s"]
+
+
 def write(out, result, table):
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    path = out / "results.json"
+    if path.exists():
+        previous = json.loads(path.read_text())
+        result["before"] = {key: previous[key] for key in HEADLINE + ["versions"] if key in previous}
+    path.write_text(json.dumps(result, indent=2) + "\n")
     v = result["versions"]
     md = out / "RESULTS.md"
     previous = md.read_text() if md.exists() else ""
@@ -788,8 +790,8 @@ into its own bare repository, starts one container and makes the agent's checkou
 bundle, runs every iteration in that container, takes the commits out as a bundle after each turn,
 and on completion runs the reviewer (a second agent turn: W1 is two agent runs for ours, one for the
 peer), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
-on the issue after W1x and W10; W8 is two `run --once` passes (a pass takes at most maxConcurrency
-issues, and a planner turn picks them). The peer, per issue: makes a git worktree on the host and
+on the issue after W1x and W10; W8 is one `run --once` pass (a planner turn plans all eight, and the
+pass works through them maxConcurrency at a time, starting the next as soon as one finishes). The peer, per issue: makes a git worktree on the host and
 bind-mounts it, and starts a new container for every iteration (`docker run`, four set-up
 `docker exec`s, the agent, `docker cp` of the session, `docker stop`, `docker rm`); no forge, no
 review, no push. On the shared image PID 1 (`sleep infinity`) ignores SIGTERM, so each `docker stop`

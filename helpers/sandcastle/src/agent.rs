@@ -5,8 +5,12 @@
 //! client; after every iteration, every process of the agent user inside the container is killed
 //! too: killing the client alone would leave Claude Code (and whatever the agent started in the
 //! background) running in a container that the next iteration reuses. When Claude Code exits by
-//! itself, that cleanup runs in the same `docker exec`, after it (one Docker call fewer per
-//! iteration); when the host gave up, or the cleanup cannot vouch for itself, it is its own exec.
+//! itself, that cleanup runs in the same `docker exec`, after it, and so does the hand-out of the
+//! session file and the checkout's commits (`hand_out.rs`): a turn is one Docker call. When the host
+//! gave up, or the cleanup cannot vouch for itself, the cleanup, the session and the commits each
+//! take their own exec.
+use crate::checkout;
+use crate::hand_out::{self, Commits, Destination, Trailer};
 use crate::role::Role;
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
@@ -36,6 +40,16 @@ pub struct AgentRun<'a> {
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
     pub log_dir: &'a Path,
     pub iteration: u32,
+    /// Where the turn hands out the checkout's commits.
+    pub commits: CommitsOut,
+}
+
+/// The checkout's commits a turn hands out after Claude Code: a bundle of those the host lacks
+/// (`known_tip` is the work branch's tip on the host), or HEAD's id, into `file`, which the host
+/// created.
+pub struct CommitsOut {
+    pub known_tip: String,
+    pub file: PathBuf,
 }
 
 /// A session file saved on the host, resumable in a fresh container.
@@ -65,6 +79,9 @@ pub struct AgentOutcome {
     pub result_text: String,
     pub usage: Usage,
     pub transcript: PathBuf,
+    /// What the turn's own exec handed out of the checkout (in `CommitsOut::file`, unchecked);
+    /// `None` when it handed out nothing usable: they are taken with an exec of their own.
+    pub commits: Option<Commits>,
 }
 
 /// Live events for the progress view.
@@ -105,11 +122,24 @@ pub fn run(
             })?;
     }
 
+    // The host names the session, so the exec can hand its file out without being told by the stream.
+    let (session_flag, session_id) = match run.resume {
+        Some(saved) => ("--resume", saved.session_id.clone()),
+        None => (
+            "--session-id",
+            uuid::Uuid::new_v4().hyphenated().to_string(),
+        ),
+    };
+    let session_in_container = session_path_in_container(&session_id);
     let mut argv = vec![
         "sh",
         "-c",
         RUN_AGENT,
         "sh",
+        &session_in_container,
+        checkout::HAND_OUT,
+        WORKSPACE,
+        &run.commits.known_tip,
         "claude",
         "--print",
         "--verbose",
@@ -124,10 +154,7 @@ pub fn run(
         Some(turns) => argv.extend(["--tools", "", "--max-turns", turns]),
         None => argv.push("--dangerously-skip-permissions"),
     }
-    if let Some(saved) = run.resume {
-        argv.extend(["--resume", &saved.session_id]);
-    }
-    argv.extend(["-p", "-"]);
+    argv.extend([session_flag, &session_id, "-p", "-"]);
     let mut child = sandbox
         .exec_command(&argv)
         .stdin(Stdio::piped())
@@ -135,7 +162,14 @@ pub fn run(
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("{label}: cannot start `docker exec` for Claude Code"))?;
-    let pipes = Pipes::start(&mut child, run.prompt.to_string());
+    let handed_session = sessions_dir.join(format!(".{session_id}.jsonl.raw"));
+    let destination = Destination {
+        session: handed_session.clone(),
+        max_session: MAX_SESSION_BYTES,
+        commits: run.commits.file.clone(),
+        max_commits: checkout::MAX_BUNDLE_BYTES,
+    };
+    let pipes = Pipes::start(&mut child, run.prompt.to_string(), destination);
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
@@ -144,8 +178,14 @@ pub fn run(
             Some(until) => until.saturating_duration_since(Instant::now()),
             None => run.idle_timeout,
         };
-        let line = match pipes.lines.recv_timeout(wait) {
-            Ok(line) => line,
+        let line = match pipes.out.recv_timeout(wait) {
+            Ok(FromExec::Line(line)) => line,
+            Ok(FromExec::TrailerBegins) => {
+                // Claude Code is gone and its output over; a large bundle may take a while.
+                grace_until = Some(Instant::now() + HAND_OUT_TIMEOUT);
+                continue;
+            }
+            Ok(FromExec::Trailer(trailer)) => break StreamEnd::HandedOut(trailer),
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
             }
@@ -174,7 +214,9 @@ pub fn run(
     };
 
     let status = match stream_end {
-        StreamEnd::StreamClosed => wait_or_kill(&mut child, run.exit_grace),
+        StreamEnd::StreamClosed | StreamEnd::HandedOut(_) => {
+            wait_or_kill(&mut child, run.exit_grace)
+        }
         StreamEnd::IdleTimeout | StreamEnd::GraceExpired => None,
     };
     if status.is_none() {
@@ -182,20 +224,44 @@ pub fn run(
         let _ = child.wait();
     }
     // The exec's own cleanup ran and left nothing when it exits with Claude Code's status (at most
-    // 125); anything else (the host gave up, the cleanup failed or was killed) stops them here.
-    let killed = match status.and_then(|s| s.code()) {
-        Some(0..=AGENT_STATUS_MAX) => Ok(()),
-        _ => kill_agent_processes(sandbox),
+    // 125); anything else (the host gave up, the cleanup failed or was killed) stops them here, and
+    // what it may have handed out is not used.
+    let quiet = matches!(status.and_then(|s| s.code()), Some(0..=AGENT_STATUS_MAX));
+    let killed = match quiet {
+        true => Ok(()),
+        false => kill_agent_processes(sandbox),
     };
     let stderr = redact.redact(&pipes.finish());
-    let session = seen
-        .session_id
-        .as_deref()
-        .and_then(|id| save_session(sandbox, id, &sessions_dir, redact));
+    let idle_timed_out = matches!(stream_end, StreamEnd::IdleTimeout);
+    let hand_out = match stream_end {
+        StreamEnd::HandedOut(trailer) if quiet => HandOut::Trailer(trailer),
+        StreamEnd::StreamClosed if quiet => {
+            HandOut::Trailer(Err("no hand-out after Claude Code".to_string()))
+        }
+        _ => HandOut::Separately,
+    };
+    // The session Claude Code named, else the one the host asked for.
+    let named = seen.session_id.as_deref().unwrap_or(&session_id);
+    let session = match &hand_out {
+        HandOut::Trailer(Err(_)) => None,
+        HandOut::Trailer(Ok(trailer)) if named == session_id => trailer
+            .session
+            .then(|| keep_session(&session_id, &handed_session, &sessions_dir, redact))
+            .flatten(),
+        // The host gave up on the exec, or Claude Code named another session than the one asked
+        // for: that one is read out on its own.
+        _ => save_session(sandbox, named, &sessions_dir, redact),
+    };
+    let _ = std::fs::remove_file(&handed_session);
     if let (Ok(()), Some(saved)) = (&killed, &session) {
         // Nothing of the agent runs any more to change the file after it was taken out.
         sandbox.note_session(&saved.session_id);
     }
+    let (commits, malformed) = match hand_out {
+        HandOut::Trailer(Ok(trailer)) => (Some(trailer.commits), None),
+        HandOut::Trailer(Err(why)) => (None, Some(why)),
+        HandOut::Separately => (None, None),
+    };
 
     let usage = seen
         .result
@@ -208,6 +274,7 @@ pub fn run(
         result_text,
         usage: usage.clone(),
         transcript: transcript_path.clone(),
+        commits: commits.clone(),
     };
     let fail = |message: String| Ok(outcome(Ending::Failed(message), String::new()));
     if let Err(kill) = killed {
@@ -218,7 +285,15 @@ pub fn run(
             transcript_path.display()
         );
     }
-    if let StreamEnd::IdleTimeout = stream_end {
+    if let Some(why) = malformed {
+        // Only the agent, writing into the exec's output, makes a trailer the script did not print.
+        return fail(format!(
+            "{label}: the hand-out after Claude Code is malformed ({}); transcript: {}",
+            redact.redact(&why),
+            transcript_path.display()
+        ));
+    }
+    if idle_timed_out {
         return fail(format!(
             "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
             run.model,
@@ -277,6 +352,8 @@ fn session_path_in_container(session_id: &str) -> String {
 enum StreamEnd {
     /// Claude Code closed its output: it exited (or is exiting).
     StreamClosed,
+    /// The exec's hand-out trailer came, well-formed or not, and the output is over.
+    HandedOut(Result<Trailer, String>),
     IdleTimeout,
     /// The result came, but the process did not exit in time.
     GraceExpired,
@@ -337,16 +414,35 @@ impl Seen {
     }
 }
 
+/// Whether the exec's own hand-out is used, or the session and commits are taken separately.
+enum HandOut {
+    Trailer(Result<Trailer, String>),
+    Separately,
+}
+
+/// What the reader of the exec's output hands over.
+enum FromExec {
+    /// One line of Claude Code's output (lossy UTF-8, without its newline).
+    Line(String),
+    /// The hand-out trailer began: Claude Code's output is over.
+    TrailerBegins,
+    /// The trailer was read to the end of the output.
+    Trailer(Result<Trailer, String>),
+}
+
+/// After the trailer began, how long handing out may take (a large bundle).
+const HAND_OUT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The threads that feed the prompt in and read the output of one `docker exec`.
 struct Pipes {
-    lines: mpsc::Receiver<String>,
+    out: mpsc::Receiver<FromExec>,
     threads: Vec<thread::JoinHandle<()>>,
     stderr: thread::JoinHandle<String>,
 }
 
 impl Pipes {
-    fn start(child: &mut Child, prompt: String) -> Pipes {
-        let (sender, lines) = mpsc::channel();
+    fn start(child: &mut Child, prompt: String, hand_out_to: Destination) -> Pipes {
+        let (sender, out) = mpsc::channel();
         let mut threads = Vec::new();
         if let Some(mut stdin) = child.stdin.take() {
             // A process that dies before reading everything makes this write fail; its exit is
@@ -357,12 +453,7 @@ impl Pipes {
         }
         if let Some(stdout) = child.stdout.take() {
             threads.push(thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(line).is_err() {
-                        break;
-                    }
-                }
+                read_output(BufReader::new(stdout), &hand_out_to, &sender);
             }));
         }
         let stderr = child.stderr.take();
@@ -389,7 +480,7 @@ impl Pipes {
             String::from_utf8_lossy(&tail).into_owned()
         });
         Pipes {
-            lines,
+            out,
             threads,
             stderr,
         }
@@ -397,12 +488,51 @@ impl Pipes {
 
     /// Waits for the pipes to close (the process is gone by now); the tail of stderr.
     fn finish(self) -> String {
-        drop(self.lines);
+        drop(self.out);
         for thread in self.threads {
             let _ = thread.join();
         }
         self.stderr.join().unwrap_or_default()
     }
+}
+
+/// Claude Code's lines, then, from the marker on, the hand-out trailer, read to the end of the
+/// output. A trailer that does not parse has the rest of the output drained, so the exec can end.
+fn read_output(
+    mut stdout: impl BufRead,
+    hand_out_to: &Destination,
+    sender: &mpsc::Sender<FromExec>,
+) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match stdout.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line == hand_out::MARKER {
+            break;
+        }
+        // The exec puts a newline before the marker, in case Claude Code's output lacked one.
+        if !line.is_empty()
+            && sender
+                .send(FromExec::Line(String::from_utf8_lossy(&line).into_owned()))
+                .is_err()
+        {
+            return;
+        }
+    }
+    if sender.send(FromExec::TrailerBegins).is_err() {
+        return;
+    }
+    let trailer = hand_out::read(&mut stdout, hand_out_to);
+    if trailer.is_err() {
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+    }
+    let _ = sender.send(FromExec::Trailer(trailer));
 }
 
 /// The exit status if the process ends within `grace`, else `None` (still running).
@@ -411,7 +541,8 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < until => thread::sleep(Duration::from_millis(50)),
+            // Its output is closed, so it is exiting: a short poll keeps the turn short.
+            Ok(None) if Instant::now() < until => thread::sleep(Duration::from_millis(5)),
             Ok(None) | Err(_) => return None,
         }
     }
@@ -424,20 +555,23 @@ fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 /// whose parent is 1; `docker exec` processes have parent 0, and orphans, reparented to 1, come
 /// later). Then it waits, up to five seconds, until none is left but zombies.
 const KILL_AGENT_PROCESSES: &str = concat!(
-    "done_status=0 failed_status=1\n",
+    "failed_status=1\n",
     include_str!("agent/kill_agent_processes.sh")
 );
 
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 const AGENT_STATUS_MAX: i32 = 125;
 
-/// `sh -c RUN_AGENT sh claude ARGS…`: Claude Code, then, once it has exited, the cleanup of
-/// [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is spared, being `$$`). Exits with
-/// Claude Code's status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left
-/// nothing; 126 when it could not.
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN claude ARGS…`: Claude Code, then, once it
+/// has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
+/// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
+/// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
+/// trailer, when it could not.
 const RUN_AGENT: &str = concat!(
+    "session=$1 hand_out=$2 workspace=$3 known=$4\nshift 4\n",
     "\"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
-    include_str!("agent/kill_agent_processes.sh")
+    include_str!("agent/kill_agent_processes.sh"),
+    include_str!("agent/hand_out.sh")
 );
 
 /// An error when the agent's processes may still be running: the caller must not hand this
@@ -492,7 +626,6 @@ fn save_session(
     if !is_session_id(session_id) {
         return None;
     }
-    let file = sessions_dir.join(format!("{session_id}.jsonl"));
     let raw = sessions_dir.join(format!(".{session_id}.jsonl.raw"));
     let argv = [
         "sh",
@@ -503,13 +636,23 @@ fn save_session(
     ];
     let saved = sandbox
         .read_out(&argv, &raw, MAX_SESSION_BYTES)
-        .and_then(|()| {
-            let bytes = std::fs::read(&raw)?;
-            std::fs::write(&file, redact.redact(&String::from_utf8_lossy(&bytes)))?;
-            Ok(())
-        });
+        .ok()
+        .and_then(|()| keep_session(session_id, &raw, sessions_dir, redact));
     let _ = std::fs::remove_file(&raw);
-    saved.ok().map(|()| SavedSession {
+    saved
+}
+
+/// The session file the sandbox handed out as `raw` bytes, saved redacted as the session's file.
+fn keep_session(
+    session_id: &str,
+    raw: &Path,
+    sessions_dir: &Path,
+    redact: &Redactor,
+) -> Option<SavedSession> {
+    let file = sessions_dir.join(format!("{session_id}.jsonl"));
+    let bytes = std::fs::read(raw).ok()?;
+    std::fs::write(&file, redact.redact(&String::from_utf8_lossy(&bytes))).ok()?;
+    Some(SavedSession {
         session_id: session_id.to_string(),
         file,
     })

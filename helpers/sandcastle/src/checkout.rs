@@ -5,20 +5,23 @@
 //! whatever they print reaches the host only as bytes in a file the host creates, which
 //! `WorkRepo::import` checks before anything of it is used. The host never runs git on the
 //! checkout, so nothing the agent writes into it (hooks, config, a missing `.git`) acts on the host.
+//! After a turn, [`HAND_OUT`] runs at the end of the agent's own exec (`agent.rs`, `hand_out.rs`);
+//! [`take_commits`] runs it on its own when that exec handed out nothing usable.
 use crate::git::WorkRepo;
+use crate::hand_out::Commits;
 use crate::sandbox::{Sandbox, WORKSPACE};
-use anyhow::{Context, Result};
-
-/// Where the seed bundle is written inside the container.
-const SEED_PATH: &str = "/tmp/sandcastle-seed.bundle";
+use anyhow::{Context, Result, anyhow};
+use std::path::Path;
 
 /// The largest bundle taken out of a sandbox.
-const MAX_BUNDLE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+pub const MAX_BUNDLE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 
-/// `sh -c SEED sh <branch> <base> <remote URL> <workspace> <bundle>`: a fresh checkout of the work
-/// branch, with `origin/<base>` for the agent's `git log origin/<base>..HEAD`.
+/// `sh -c SEED sh <branch> <base> <remote URL> <workspace>` with the seed bundle on stdin: a fresh
+/// checkout of the work branch, with `origin/<base>` for the agent's `git log origin/<base>..HEAD`.
 const SEED: &str = r#"set -eu
-branch=$1 base=$2 url=$3 workspace=$4 bundle=$5
+branch=$1 base=$2 url=$3 workspace=$4
+bundle=$(mktemp)
+cat > "$bundle"
 rm -rf "$workspace"
 mkdir -p "$workspace"
 cd "$workspace"
@@ -34,20 +37,17 @@ rm -f "$bundle""#;
 
 /// `sh -c HAND_OUT sh <workspace> <tip the host has>`: a bundle of HEAD's commits the host lacks,
 /// or HEAD's id alone when the host has it already.
-const HAND_OUT: &str = r#"set -eu
+pub const HAND_OUT: &str = r#"set -eu
 export GIT_DIR="$1/.git"
 if [ ! -d "$GIT_DIR" ]; then echo "the checkout has no .git directory any more" >&2; exit 3; fi
 head=$(git rev-parse --verify --quiet 'HEAD^{commit}') || { echo "the checkout's HEAD is not a commit" >&2; exit 3; }
 if git merge-base --is-ancestor "$head" "$2" 2>/dev/null; then printf '%s\n' "$head"; exit 0; fi
 exec git bundle create --quiet - HEAD "^$2""#;
 
-/// Makes the agent's checkout of `repo`'s work branch in the sandbox.
+/// Makes the agent's checkout of `repo`'s work branch in the sandbox, in one `docker exec`.
 pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
     let bundle = repo.scratch_file()?;
     repo.seed_bundle(bundle.path())?;
-    sandbox
-        .copy_in(bundle.path(), SEED_PATH)
-        .context("cannot copy the work into the sandbox")?;
     let argv = [
         "sh",
         "-c",
@@ -57,11 +57,10 @@ pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
         &repo.base,
         remote,
         WORKSPACE,
-        SEED_PATH,
     ];
     let out = sandbox
         .exec_at("/", &argv)
-        .stdin(std::process::Stdio::null())
+        .stdin(std::fs::File::open(bundle.path()).context("cannot read the seed bundle")?)
         .output()
         .context("cannot run `docker exec` to make the checkout")?;
     if !out.status.success() {
@@ -75,8 +74,9 @@ pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
     Ok(())
 }
 
-/// Brings the agent's commits into `repo` as its work branch; returns the new tip. A checkout the
-/// agent broke (no `.git`, no commit at HEAD) is an error naming what is wrong.
+/// Brings the agent's commits into `repo` as its work branch with an exec of its own; returns the
+/// new tip. A checkout the agent broke (no `.git`, no commit at HEAD) is an error naming what is
+/// wrong.
 pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<String> {
     let known = repo.tip()?;
     let handed_out = repo.scratch_file()?;
@@ -84,8 +84,32 @@ pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<String> {
     sandbox
         .read_out(&argv, handed_out.path(), MAX_BUNDLE_BYTES)
         .and_then(|()| repo.import(handed_out.path()))
-        .context("cannot take the agent's commits out of the sandbox")
+        .context(TAKE_FAILED)
 }
+
+/// Brings in what an agent's turn handed out of its checkout (`file` holds it when it is
+/// [`Commits::InFile`]), checked as [`take_commits`] checks its own; returns the new tip. A turn
+/// that ended at `known_tip`, the tip it was given, changed nothing: no git call.
+pub fn take_handed_out(
+    repo: &WorkRepo,
+    commits: Commits,
+    file: &Path,
+    known_tip: &str,
+) -> Result<String> {
+    match commits {
+        Commits::InFile if unchanged(file, known_tip) => Ok(known_tip.to_string()),
+        Commits::InFile => repo.import(file),
+        Commits::Refused(why) => Err(anyhow!(why)),
+    }
+    .context(TAKE_FAILED)
+}
+
+/// Whether `file` holds exactly `known_tip`'s id line.
+fn unchanged(file: &Path, known_tip: &str) -> bool {
+    std::fs::read(file).is_ok_and(|bytes| bytes == format!("{known_tip}\n").as_bytes())
+}
+
+const TAKE_FAILED: &str = "cannot take the agent's commits out of the sandbox";
 
 #[cfg(test)]
 mod docker_tests;

@@ -123,17 +123,6 @@ impl Context {
         let login = forge.current_user().map_err(redacted)?;
         let agent_login = settings.agent_login(&creds).map_err(redacted)?;
         let progress = Progress::new(redactor.clone());
-        // What a run killed outright (SIGKILL, out of memory) left behind.
-        match crate::sandbox::remove_dead_runs(&settings.project) {
-            Ok(names) if !names.is_empty() => progress.note(&format!(
-                "removed the containers of runs that are no longer alive: {}",
-                names.join(", ")
-            )),
-            Ok(_) => {}
-            Err(e) => progress.note(&format!(
-                "could not look for containers of runs that are no longer alive: {e:#}"
-            )),
-        }
         let run_id = run_id();
         let id = settings
             .config

@@ -151,34 +151,19 @@ fn claimed(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
 /// Works on every piece, each under its claim, with at most `maxConcurrency` at once; a failure
 /// stays with its piece. Work another orchestrator holds does not count as work done.
 fn run_parallel(ctx: &Context, pieces: Vec<Piece>, base: &str, summary: &mut PassSummary) {
-    let queue = Mutex::new(pieces.iter().collect::<VecDeque<_>>());
-    let results = Mutex::new(Vec::new());
-    let workers = (ctx.config.max_concurrency as usize).min(pieces.len());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                while !ctx.is_stopping() {
-                    let Some(piece) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
-                    else {
-                        break;
-                    };
-                    let key = piece.key().to_string();
-                    let result = claimed(ctx, piece, base);
-                    let line = match &result {
-                        Ok(outcome) => outcome.to_string(),
-                        Err(e) => format!("failed: {}", ctx.redactor.error(e)),
-                    };
-                    ctx.report.set_outcome(&key, &line);
-                    ctx.progress.finish(&key, &line);
-                    results
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(result);
-                }
-            });
-        }
+    let workers = ctx.config.max_concurrency as usize;
+    let results = pool(&pieces, workers, &|| ctx.is_stopping(), &|piece| {
+        let key = piece.key().to_string();
+        let result = claimed(ctx, piece, base);
+        let line = match &result {
+            Ok(outcome) => outcome.to_string(),
+            Err(e) => format!("failed: {}", ctx.redactor.error(e)),
+        };
+        ctx.report.set_outcome(&key, &line);
+        ctx.progress.finish(&key, &line);
+        result
     });
-    for result in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    for result in results {
         match result {
             Ok(Outcome::HeldBy(_)) => {}
             Ok(Outcome::Unclear(guidance)) => summary.unclear.push(guidance),
@@ -190,3 +175,37 @@ fn run_parallel(ctx: &Context, pieces: Vec<Piece>, base: &str, summary: &mut Pas
         }
     }
 }
+
+/// Works on `items` in order, at most `workers` at once: a worker that finishes one takes the next
+/// at once (a pool, not batches that wait for their slowest). Nothing new starts once `stopping`
+/// says so. The results, in the order the items finished.
+fn pool<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    stopping: &(dyn Fn() -> bool + Sync),
+    work: &(dyn Fn(&T) -> R + Sync),
+) -> Vec<R> {
+    let queue = Mutex::new(items.iter().collect::<VecDeque<_>>());
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers.min(items.len()) {
+            scope.spawn(|| {
+                while !stopping() {
+                    let Some(item) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+                    else {
+                        break;
+                    };
+                    let result = work(item);
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(result);
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

@@ -23,8 +23,9 @@ pub fn branch_for(issue: u64) -> String {
 }
 
 /// Parses the last `<plan>…</plan>` block of `text`. Every id must be a candidate, at most once, with
-/// its canonical branch, and at most `max` issues.
-pub fn parse(text: &str, candidates: &[u64], max: usize) -> Result<Vec<PlannedIssue>> {
+/// its canonical branch. A plan may hold more issues than run at once: the pass works through them
+/// `maxConcurrency` at a time, in order.
+pub fn parse(text: &str, candidates: &[u64]) -> Result<Vec<PlannedIssue>> {
     let Some(start) = text.rfind("<plan>") else {
         bail!("the answer has no <plan>…</plan> block");
     };
@@ -53,12 +54,6 @@ pub fn parse(text: &str, candidates: &[u64], max: usize) -> Result<Vec<PlannedIs
             );
         }
     }
-    if plan.issues.len() > max {
-        bail!(
-            "the plan has {} issues; at most {max} may run at once (maxConcurrency)",
-            plan.issues.len()
-        );
-    }
     Ok(plan.issues)
 }
 
@@ -69,7 +64,7 @@ mod tests {
     #[test]
     fn a_valid_plan_parses() {
         let text = r#"I looked. <plan>{"issues":[{"id":3,"title":"Fix","branch":"sandcastle/issue-3"}]}</plan>"#;
-        let plan = parse(text, &[3, 4], 2).unwrap();
+        let plan = parse(text, &[3, 4]).unwrap();
         assert_eq!(
             plan,
             vec![PlannedIssue {
@@ -83,7 +78,7 @@ mod tests {
     #[test]
     fn an_empty_plan_is_valid() {
         assert!(
-            parse(r#"<plan>{"issues":[]}</plan>"#, &[1], 1)
+            parse(r#"<plan>{"issues":[]}</plan>"#, &[1])
                 .unwrap()
                 .is_empty()
         );
@@ -92,7 +87,7 @@ mod tests {
     #[test]
     fn the_last_block_wins() {
         let text = r#"<plan>{"issues":[]}</plan> then <plan>{"issues":[{"id":1,"title":"a","branch":"sandcastle/issue-1"}]}</plan>"#;
-        assert_eq!(parse(text, &[1], 1).unwrap().len(), 1);
+        assert_eq!(parse(text, &[1]).unwrap().len(), 1);
     }
 
     #[test]
@@ -117,14 +112,22 @@ mod tests {
                 r#"<plan>{"issues":[{"id":1,"title":"a","branch":"sandcastle/issue-1"},{"id":1,"title":"a","branch":"sandcastle/issue-1"}]}</plan>"#,
                 "twice",
             ),
-            (
-                r#"<plan>{"issues":[{"id":1,"title":"a","branch":"sandcastle/issue-1"},{"id":2,"title":"b","branch":"sandcastle/issue-2"}]}</plan>"#,
-                "at most 1",
-            ),
         ];
         for (text, want) in cases {
-            let err = parse(text, &[1, 2], 1).unwrap_err().to_string();
+            let err = parse(text, &[1, 2]).unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: {err}");
         }
+    }
+
+    /// The plan is the pass's queue, in the planner's order: it may be longer than maxConcurrency.
+    #[test]
+    fn a_plan_keeps_its_order_and_may_exceed_what_runs_at_once() {
+        let text = r#"<plan>{"issues":[{"id":3,"title":"c","branch":"sandcastle/issue-3"},{"id":1,"title":"a","branch":"sandcastle/issue-1"},{"id":2,"title":"b","branch":"sandcastle/issue-2"}]}</plan>"#;
+        let ids: Vec<u64> = parse(text, &[1, 2, 3])
+            .unwrap()
+            .iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(ids, [3, 1, 2]);
     }
 }

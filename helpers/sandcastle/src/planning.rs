@@ -135,8 +135,9 @@ pub fn own_issue(pull: &Pull, login: &str, repo: &str, base: &str) -> Result<u64
     Ok(issue)
 }
 
-/// The planner agent's choice: at most `maxConcurrency` independent issues. An invalid answer gets
-/// one correction turn in the same session; a second invalid answer fails the pass.
+/// The planner agent's choice: the issues to work on now, independent of each other, in order (the
+/// pass works through them `maxConcurrency` at a time). An invalid answer gets one correction turn
+/// in the same session; a second invalid answer fails the pass.
 pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<PlannedIssue>> {
     if candidates.is_empty() {
         return Ok(Vec::new());
@@ -196,14 +197,13 @@ impl std::error::Error for InvalidPlan {}
 
 fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<PlannedIssue>> {
     let ids: Vec<u64> = candidates.iter().map(|i| i.number).collect();
-    let max = ctx.config.max_concurrency as usize;
     let listing = serde_json::to_string_pretty(
         &candidates
             .iter()
             .map(|i| serde_json::json!({"id": i.number, "title": i.title, "body": i.body, "labels": i.labels}))
             .collect::<Vec<_>>(),
     )?;
-    let max_text = max.to_string();
+    let max_text = ctx.config.max_concurrency.to_string();
     let prompt = ctx.prompt(
         "plan",
         &[("ISSUES", &listing), ("MAX_CONCURRENCY", &max_text)],
@@ -227,14 +227,14 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         max_iterations: 1,
     };
     let first = planner_turn(&mut sandbox, &turn)?;
-    let error = match plan::parse(&first.result_text, &ids, max) {
+    let error = match plan::parse(&first.result_text, &ids) {
         Ok(plan) => return Ok(finish(ctx, plan)),
         Err(e) => e,
     };
     ctx.progress.note(&format!(
         "plan: the planner's answer was invalid ({error:#}); asking once more"
     ));
-    let correction = correction_prompt(&error, &ids, max);
+    let correction = correction_prompt(&error, &ids);
     let retry = Turn {
         resume: first.session.as_ref(),
         prompt: &correction,
@@ -244,7 +244,7 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         ..turn
     };
     let second = planner_turn(&mut sandbox, &retry)?;
-    match plan::parse(&second.result_text, &ids, max) {
+    match plan::parse(&second.result_text, &ids) {
         Ok(plan) => Ok(finish(ctx, plan)),
         Err(e) => {
             ctx.report.set_outcome("plan", "invalid plan");
@@ -278,11 +278,11 @@ fn finish(ctx: &Context, plan: Vec<PlannedIssue>) -> Vec<PlannedIssue> {
     plan
 }
 
-fn correction_prompt(error: &anyhow::Error, ids: &[u64], max: usize) -> String {
+fn correction_prompt(error: &anyhow::Error, ids: &[u64]) -> String {
     format!(
         "Your answer could not be used: {error:#}.\n\nAnswer again with exactly one block \
          <plan>{{\"issues\":[{{\"id\":N,\"title\":\"…\",\"branch\":\"sandcastle/issue-N\"}}]}}</plan> \
-         choosing at most {max} of the issues {ids:?}, each with the branch sandcastle/issue-<id>, \
+         choosing among the issues {ids:?}, each with the branch sandcastle/issue-<id>, \
          or <plan>{{\"issues\":[]}}</plan> if none should be worked on now."
     )
 }

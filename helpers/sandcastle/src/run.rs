@@ -98,11 +98,34 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
 }
 
 /// Checks everything a run needs before it changes anything: Docker answers, the image exists, the
-/// forge accepts the token.
+/// forge accepts the token. The checks, and the look-up of containers that runs killed outright
+/// left behind, are independent and run at once (start-up is on every run's clock); their errors
+/// come in that order.
 fn start(settings: Settings) -> Result<Context> {
-    sandbox::engine_answers()?;
-    sandbox::image_exists(&settings.config.image_name)?;
-    let ctx = Context::new(settings)?;
+    let (image, project) = (settings.config.image_name.clone(), settings.project.clone());
+    let (engine, image, dead, ctx) = std::thread::scope(|scope| {
+        let engine = scope.spawn(sandbox::engine_answers);
+        let image = scope.spawn(|| sandbox::image_exists(&image));
+        let dead = scope.spawn(|| sandbox::dead_runs(&project));
+        let ctx = Context::new(settings);
+        (joined(engine), joined(image), joined(dead), ctx)
+    });
+    engine?;
+    image?;
+    let ctx = ctx?;
+    match dead.and_then(|dead| sandbox::remove_dead(&dead).map(|()| dead)) {
+        Ok(dead) if !dead.is_empty() => {
+            let names: Vec<&str> = dead.iter().map(|c| c.name.as_str()).collect();
+            ctx.progress.note(&format!(
+                "removed the containers of runs that are no longer alive: {}",
+                names.join(", ")
+            ))
+        }
+        Ok(_) => {}
+        Err(e) => ctx.progress.note(&format!(
+            "could not look for containers of runs that are no longer alive: {e:#}"
+        )),
+    }
     let tea = match &ctx.agent_login {
         Some(login) => format!("tea in sandboxes reads as {}", login.user),
         None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
@@ -112,6 +135,13 @@ fn start(settings: Settings) -> Result<Context> {
         ctx.run_id, ctx.id, ctx.config.repo, ctx.config.forge_url, ctx.login, ctx.config.image_name
     ));
     Ok(ctx)
+}
+
+/// A start-up check's result; a check that panicked is an error like any other.
+fn joined<T>(check: std::thread::ScopedJoinHandle<Result<T>>) -> Result<T> {
+    check
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("a start-up check panicked")))
 }
 
 /// The summary table on stdout and the run report on disk.

@@ -333,11 +333,18 @@ pub fn host_name() -> String {
         .into_owned()
 }
 
-/// Removes the containers of `project` left by runs on this host that are no longer alive (killed
-/// with SIGKILL, out of memory, the machine rebooted); returns their names. A run is alive while
-/// its process is (the run id ends in its pid); containers of other hosts, of other projects, of
-/// live runs, and those without the labels to tell, are left alone.
-pub fn remove_dead_runs(project: &Path) -> Result<Vec<String>> {
+/// A container of a run that is no longer alive: its id and name.
+pub struct DeadContainer {
+    id: String,
+    pub name: String,
+}
+
+/// The containers of `project` left by runs on this host that are no longer alive (killed with
+/// SIGKILL, out of memory, the machine rebooted); only looked up, so this can run beside the other
+/// start-up checks. A run is alive while its process is (the run id ends in its pid); containers of
+/// other hosts, of other projects, of live runs, and those without the labels to tell, are left
+/// alone.
+pub fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
     let listed = output(
         Command::new("docker").args([
             "ps",
@@ -352,7 +359,7 @@ pub fn remove_dead_runs(project: &Path) -> Result<Vec<String>> {
         "docker ps",
     )?;
     let host = host_name();
-    let dead: Vec<(&str, &str)> = listed
+    Ok(listed
         .lines()
         .filter_map(|line| {
             let mut fields = line.split('\t');
@@ -362,19 +369,26 @@ pub fn remove_dead_runs(project: &Path) -> Result<Vec<String>> {
                 fields.next()?,
                 fields.next()?,
             );
-            (on == host && run_is_dead(run)).then_some((id, name))
+            (on == host && run_is_dead(run)).then(|| DeadContainer {
+                id: id.to_string(),
+                name: name.to_string(),
+            })
         })
-        .collect();
+        .collect())
+}
+
+/// Removes the containers [`dead_runs`] found.
+pub fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
     if dead.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     output(
         Command::new("docker")
             .args(["rm", "-f"])
-            .args(dead.iter().map(|(id, _)| id)),
+            .args(dead.iter().map(|c| &c.id)),
         "docker rm",
-    )?;
-    Ok(dead.into_iter().map(|(_, name)| name.to_string()).collect())
+    )
+    .map(drop)
 }
 
 /// A name ending in `-<pid>` (a run id, a default orchestrator id) whose process on this host is
@@ -442,8 +456,8 @@ pub fn engine_answers() -> Result<()> {
 }
 
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
+/// Meaningful only where the engine answers ([`engine_answers`]).
 pub fn image_exists(image: &str) -> Result<()> {
-    engine_answers()?;
     let found = output(
         Command::new("docker")
             .args(["image", "inspect", "--format", "{{.Id}}", image])

@@ -1,12 +1,13 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
 //! with the agent's checkout of the work branch made inside it, in which agent turns and the gate
 //! run and from which the commits come out. Removed when dropped (on success, error or panic).
-use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun};
+use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut};
 use crate::checkout;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
 use crate::git::WorkRepo;
+use crate::hand_out::Commits;
 use crate::outbox;
 use crate::progress::Status;
 use crate::role::WorkKey;
@@ -27,6 +28,19 @@ pub struct WorkSandbox<'a> {
     /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
     work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
+    /// What the last turn's own exec handed out of the checkout, until the commits are taken or
+    /// anything else runs in the sandbox.
+    handed_out: Option<HandedOut>,
+    /// The work branch's tip as this sandbox last brought it in (only taking the commits moves
+    /// it); `None`: ask the repository.
+    tip: Option<String>,
+}
+
+/// A turn's hand-out of the checkout: the commits since `known_tip`, held in `file`.
+struct HandedOut {
+    commits: Commits,
+    file: tempfile::NamedTempFile,
+    known_tip: String,
 }
 
 impl<'a> WorkSandbox<'a> {
@@ -38,6 +52,8 @@ impl<'a> WorkSandbox<'a> {
             repo,
             work_env: Vec::new(),
             sandbox: None,
+            handed_out: None,
+            tip: None,
         }
     }
 
@@ -96,6 +112,12 @@ impl Sandboxed for WorkSandbox<'_> {
         ctx.progress.update(&status);
         let cost_before = status.cost_usd;
         let log_dir = self.log_dir.clone();
+        self.handed_out = None;
+        let known_tip = match &self.tip {
+            Some(tip) => tip.clone(),
+            None => self.repo.tip()?,
+        };
+        let commits_file = self.repo.scratch_file()?;
         let run = AgentRun {
             role: turn.role,
             model: turn.role.model(&ctx.config.models),
@@ -105,6 +127,10 @@ impl Sandboxed for WorkSandbox<'_> {
             exit_grace: EXIT_GRACE,
             log_dir: &log_dir,
             iteration: turn.iteration,
+            commits: CommitsOut {
+                known_tip: known_tip.clone(),
+                file: commits_file.path().to_path_buf(),
+            },
         };
         let started = Instant::now();
         let sandbox = self.get()?;
@@ -117,11 +143,17 @@ impl Sandboxed for WorkSandbox<'_> {
         })?;
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
+        self.handed_out = outcome.commits.clone().map(|commits| HandedOut {
+            commits,
+            file: commits_file,
+            known_tip,
+        });
         Ok(outcome)
     }
 
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
+        self.handed_out = None;
         let sandbox = self.get()?;
         let outcome = gate::run(
             sandbox,
@@ -143,12 +175,18 @@ impl Sandboxed for WorkSandbox<'_> {
         outbox::read(sandbox, scratch.path())
     }
 
-    /// Without a sandbox there is nothing new.
+    /// What the last turn handed out, else with an exec of its own; without a sandbox there is
+    /// nothing new.
     fn take_commits(&mut self) -> Result<String> {
-        match &self.sandbox {
-            Some(sandbox) => checkout::take_commits(sandbox, self.repo),
-            None => self.repo.tip(),
-        }
+        let tip = match (self.handed_out.take(), &self.sandbox) {
+            (Some(out), _) => {
+                checkout::take_handed_out(self.repo, out.commits, out.file.path(), &out.known_tip)
+            }
+            (None, Some(sandbox)) => checkout::take_commits(sandbox, self.repo),
+            (None, None) => self.repo.tip(),
+        }?;
+        self.tip = Some(tip.clone());
+        Ok(tip)
     }
 }
 

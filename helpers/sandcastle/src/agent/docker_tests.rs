@@ -40,6 +40,11 @@ fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun
         exit_grace: Duration::from_secs(5),
         log_dir,
         iteration,
+        // A tip the checkout does not have: its commits come out as a bundle of HEAD.
+        commits: CommitsOut {
+            known_tip: "0".repeat(40),
+            file: log_dir.join(format!("commits-{iteration}.handed-out")),
+        },
     }
 }
 
@@ -93,16 +98,13 @@ fn an_iteration_that_commits_and_completes() {
     let logs = tempfile::tempdir().unwrap();
     let mut calls = Vec::new();
     let mut costs = Vec::new();
+    let mut agent = agent_run("Do TASK-commit now.", logs.path(), 1);
+    agent.commits.known_tip = exec(&sandbox, &["git", "rev-parse", "HEAD"]);
 
-    let outcome = super::run(
-        &sandbox,
-        &agent_run("Do TASK-commit now.", logs.path(), 1),
-        &redactor(),
-        &mut |event| match event {
-            AgentEvent::ToolCall(call) => calls.push(call.to_string()),
-            AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
-        },
-    )
+    let outcome = super::run(&sandbox, &agent, &redactor(), &mut |event| match event {
+        AgentEvent::ToolCall(call) => calls.push(call.to_string()),
+        AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+    })
     .unwrap();
 
     assert_eq!(outcome.ending, Ending::Completed);
@@ -146,6 +148,14 @@ fn an_iteration_that_commits_and_completes() {
     );
     let saved = std::fs::read_to_string(&session.file).unwrap();
     assert!(saved.contains("TASK-commit") && !saved.contains(API_KEY));
+    // The same exec handed out the new commit as a bundle after Claude Code.
+    assert_eq!(outcome.commits, Some(Commits::InFile));
+    let bundle = std::fs::read(&agent.commits.file).unwrap();
+    assert!(
+        bundle.starts_with(b"# v2 git bundle\n"),
+        "{:?}",
+        String::from_utf8_lossy(&bundle)
+    );
 
     sandbox.remove().unwrap();
     assert!(run.containers().is_empty());

@@ -1,23 +1,30 @@
-parent() { while read -r key value; do [ "$key" = PPid: ] && echo "$value" && return; done < "/proc/$1/status"; } 2>/dev/null
+# field PID KEY: sets $value to KEY's value in /proc/PID/status (empty when gone); no fork, so
+# that the scan costs nothing per process.
+field() { value=; while read -r key val rest; do [ "$key" = "$2" ] && { value=$val; return; }; done < "/proc/$1/status"; } 2>/dev/null
 others() {
   alive=
   for status in /proc/[0-9]*/status; do
     pid=${status#/proc/}; pid=${pid%/status}
     case $pid in 1|$$|$keep) continue ;; esac
-    grep -q '^State:[[:space:]]*[^Z[:space:]]' "$status" 2>/dev/null && alive="$alive $pid"
+    field "$pid" State:
+    case $value in ''|Z) ;; *) alive="$alive $pid" ;; esac
   done
 }
 keep=0
 for status in /proc/[0-9]*/status; do
   pid=${status#/proc/}; pid=${pid%/status}
-  if [ "$pid" != 1 ] && [ "$(parent "$pid")" = 1 ] && { [ "$keep" = 0 ] || [ "$pid" -lt "$keep" ]; }; then keep=$pid; fi
+  [ "$pid" = 1 ] && continue
+  field "$pid" PPid:
+  if [ "$value" = 1 ] && { [ "$keep" = 0 ] || [ "$pid" -lt "$keep" ]; }; then keep=$pid; fi
 done
 i=0
 while [ $i -lt 50 ]; do
   others
-  [ -z "$alive" ] && exit "$done_status"
+  [ -z "$alive" ] && break
   kill -KILL $alive 2>/dev/null
   sleep 0.1; i=$((i+1))
 done
-echo "processes $alive of the agent are still running after kill -KILL" >&2
-exit "$failed_status"
+if [ -n "$alive" ]; then
+  echo "processes $alive of the agent are still running after kill -KILL" >&2
+  exit "$failed_status"
+fi

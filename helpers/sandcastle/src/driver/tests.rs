@@ -185,6 +185,7 @@ impl Sandboxed for Script<'_> {
                 ..Usage::default()
             },
             transcript: PathBuf::from("/nonexistent/transcript.jsonl"),
+            commits: None,
         })
     }
 

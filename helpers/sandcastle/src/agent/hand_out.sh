@@ -1,0 +1,28 @@
+# The hand-out trailer (hand_out.rs), printed once nothing of the agent runs any more: the session
+# file "$session" if it is a regular file, then what the script "$hand_out" (checkout.rs) prints for
+# the checkout "$workspace" and the host's tip "$known", or the first line of why it printed nothing.
+printf '\nsandcastle-hand-out 1\n'
+if [ -f "$session" ] && [ ! -L "$session" ]; then
+  printf 'session %s\n' "$(wc -c < "$session")"
+  cat -- "$session"
+fi
+# Most turns end at the commit the host has: its id alone, with no scratch file (what "$hand_out"
+# would print); anything else is left to "$hand_out".
+tip=$(GIT_DIR="$workspace/.git" git rev-parse --verify --quiet 'HEAD^{commit}' 2>/dev/null) || tip=
+scratch=
+if [ -n "$tip" ] && [ "$tip" = "$known" ]; then
+  printf 'commits %s\n%s\n' "$((${#tip} + 1))" "$tip"
+elif ! scratch=$(mktemp -d 2>/dev/null); then
+  why="cannot make a scratch directory in the sandbox"
+  printf 'commits-refused %s\n%s' "${#why}" "$why"
+elif sh -c "$hand_out" sh "$workspace" "$known" > "$scratch/out" 2> "$scratch/err"; then
+  printf 'commits %s\n' "$(wc -c < "$scratch/out")"
+  cat -- "$scratch/out"
+else
+  head -n 1 "$scratch/err" | head -c 512 > "$scratch/why"
+  printf 'commits-refused %s\n' "$(wc -c < "$scratch/why")"
+  cat -- "$scratch/why"
+fi
+printf 'end\n'
+[ -n "$scratch" ] && rm -rf -- "$scratch"
+exit "$done_status"
