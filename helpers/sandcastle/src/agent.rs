@@ -82,6 +82,9 @@ pub struct AgentOutcome {
     /// What the turn's own exec handed out of the checkout (in `CommitsOut::file`, unchecked);
     /// `None` when it handed out nothing usable: they are taken with an exec of their own.
     pub commits: Option<Commits>,
+    /// What the same hand-out carried of the outbox of `sandcastle ask`; `None` when there was no
+    /// usable hand-out: the outbox is read with an exec of its own.
+    pub ask: Option<hand_out::Ask>,
 }
 
 /// Live events for the progress view.
@@ -140,6 +143,7 @@ pub fn run(
         checkout::HAND_OUT,
         WORKSPACE,
         &run.commits.known_tip,
+        crate::ask::OUTBOX,
         "claude",
         "--print",
         "--verbose",
@@ -168,6 +172,7 @@ pub fn run(
         max_session: MAX_SESSION_BYTES,
         commits: run.commits.file.clone(),
         max_commits: checkout::MAX_BUNDLE_BYTES,
+        max_ask: crate::outbox::MAX_ASK_BYTES,
     };
     let pipes = Pipes::start(&mut child, run.prompt.to_string(), destination);
 
@@ -257,10 +262,10 @@ pub fn run(
         // Nothing of the agent runs any more to change the file after it was taken out.
         sandbox.note_session(&saved.session_id);
     }
-    let (commits, malformed) = match hand_out {
-        HandOut::Trailer(Ok(trailer)) => (Some(trailer.commits), None),
-        HandOut::Trailer(Err(why)) => (None, Some(why)),
-        HandOut::Separately => (None, None),
+    let (commits, ask, malformed) = match hand_out {
+        HandOut::Trailer(Ok(trailer)) => (Some(trailer.commits), Some(trailer.ask), None),
+        HandOut::Trailer(Err(why)) => (None, None, Some(why)),
+        HandOut::Separately => (None, None, None),
     };
 
     let usage = seen
@@ -275,6 +280,7 @@ pub fn run(
         usage: usage.clone(),
         transcript: transcript_path.clone(),
         commits: commits.clone(),
+        ask: ask.clone(),
     };
     let fail = |message: String| Ok(outcome(Ending::Failed(message), String::new()));
     if let Err(kill) = killed {
@@ -562,13 +568,13 @@ const KILL_AGENT_PROCESSES: &str = concat!(
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 const AGENT_STATUS_MAX: i32 = 125;
 
-/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN claude ARGS…`: Claude Code, then, once it
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code, then, once it
 /// has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
 /// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
 /// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
 /// trailer, when it could not.
 const RUN_AGENT: &str = concat!(
-    "session=$1 hand_out=$2 workspace=$3 known=$4\nshift 4\n",
+    "session=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
     "\"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
     include_str!("agent/kill_agent_processes.sh"),
     include_str!("agent/hand_out.sh")

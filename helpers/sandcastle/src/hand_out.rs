@@ -14,6 +14,8 @@
 //! session <n>\n<n bytes>            only when the session file is a regular file
 //! commits <n>\n<n bytes>            a git bundle, or HEAD's id when the host has it
 //!   | commits-refused <n>\n<n bytes> why there are none (a checkout without .git, …)
+//! ask <n>\n<n bytes>                the outbox of `sandcastle ask`, when it is a regular file
+//!   | ask-refused <n>\n<n bytes>     why it is not taken (a link, a directory)
 //! end\n                              and nothing after it
 //! ```
 use std::io::{BufRead, Read, Write};
@@ -34,6 +36,8 @@ pub struct Destination {
     pub max_session: u64,
     pub commits: PathBuf,
     pub max_commits: u64,
+    /// The outbox is read into memory, at most this much.
+    pub max_ask: u64,
 }
 
 /// What a well-formed trailer carried.
@@ -42,6 +46,18 @@ pub struct Trailer {
     /// The session file's bytes are in `Destination::session`.
     pub session: bool,
     pub commits: Commits,
+    pub ask: Ask,
+}
+
+/// The outbox of `sandcastle ask` as the trailer handed it out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// No ask in the outbox.
+    None,
+    /// Its bytes, unchecked.
+    Bytes(Vec<u8>),
+    /// The outbox is not a regular file: why, in one printable line.
+    Refused(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,33 +84,61 @@ pub fn read(stream: &mut impl BufRead, to: &Destination) -> Result<Trailer, Stri
         copy_exactly(stream, size, &to.commits, to.max_commits, "commits")?;
         Commits::InFile
     } else if let Some(size) = record(&header, "commits-refused")? {
-        if size > MAX_REASON_BYTES {
-            return Err(format!(
-                "a refusal of {size} bytes (at most {MAX_REASON_BYTES})"
-            ));
-        }
-        let mut reason = Vec::new();
-        stream
-            .take(size)
-            .read_to_end(&mut reason)
-            .map_err(|e| format!("cannot read the refusal: {e}"))?;
-        if reason.len() as u64 != size {
-            return Err("the refusal is cut short".into());
-        }
-        Commits::Refused(printable_line(&reason))
+        Commits::Refused(reason(stream, size)?)
     } else {
         return Err(format!("expected the commits, found {}", shown(&header)));
     };
-    let end = next_header(stream)?;
-    if end != b"end" {
-        return Err(format!("expected its end, found {}", shown(&end)));
+    let mut header = next_header(stream)?;
+    let ask = if let Some(size) = record(&header, "ask")? {
+        if size > to.max_ask {
+            return Err(format!("an ask of {size} bytes (at most {})", to.max_ask));
+        }
+        let bytes = read_exactly(stream, size, "ask")?;
+        header = next_header(stream)?;
+        Ask::Bytes(bytes)
+    } else if let Some(size) = record(&header, "ask-refused")? {
+        let why = reason(stream, size)?;
+        header = next_header(stream)?;
+        Ask::Refused(why)
+    } else {
+        Ask::None
+    };
+    if header != b"end" {
+        return Err(format!("expected its end, found {}", shown(&header)));
     }
     let mut after = [0u8; 1];
     match stream.read(&mut after) {
-        Ok(0) => Ok(Trailer { session, commits }),
+        Ok(0) => Ok(Trailer {
+            session,
+            commits,
+            ask,
+        }),
         Ok(_) => Err("output after its end".into()),
         Err(e) => Err(format!("cannot read past its end: {e}")),
     }
+}
+
+/// A refusal's reason: one printable line of at most [`MAX_REASON_BYTES`].
+fn reason(stream: &mut impl BufRead, size: u64) -> Result<String, String> {
+    if size > MAX_REASON_BYTES {
+        return Err(format!(
+            "a refusal of {size} bytes (at most {MAX_REASON_BYTES})"
+        ));
+    }
+    Ok(printable_line(&read_exactly(stream, size, "refusal")?))
+}
+
+/// Exactly `size` bytes (the caller bounds `size`).
+fn read_exactly(stream: &mut impl BufRead, size: u64, what: &str) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    stream
+        .take(size)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the {what}: {e}"))?;
+    if bytes.len() as u64 != size {
+        return Err(format!("the {what} is cut short"));
+    }
+    Ok(bytes)
 }
 
 /// One header line, without its newline.

@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// The largest ask taken out of a sandbox.
-const MAX_ASK_BYTES: u64 = 64 * 1024;
+pub const MAX_ASK_BYTES: u64 = 64 * 1024;
 
 /// Prints the outbox if it is a regular file, nothing if there is none.
 const PRINT_OUTBOX: &str = r#"if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 0; fi

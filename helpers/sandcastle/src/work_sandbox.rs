@@ -7,7 +7,7 @@ use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
 use crate::git::WorkRepo;
-use crate::hand_out::Commits;
+use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
 use crate::role::WorkKey;
@@ -31,6 +31,9 @@ pub struct WorkSandbox<'a> {
     /// What the last turn's own exec handed out of the checkout, until the commits are taken or
     /// anything else runs in the sandbox.
     handed_out: Option<HandedOut>,
+    /// What the last turn's own exec handed out of the outbox of `sandcastle ask`, until it is
+    /// taken; `None`: read the outbox with an exec of its own.
+    handed_ask: Option<hand_out::Ask>,
     /// The work branch's tip as this sandbox last brought it in (only taking the commits moves
     /// it); `None`: ask the repository.
     tip: Option<String>,
@@ -53,6 +56,7 @@ impl<'a> WorkSandbox<'a> {
             work_env: Vec::new(),
             sandbox: None,
             handed_out: None,
+            handed_ask: None,
             tip: None,
         }
     }
@@ -113,6 +117,7 @@ impl Sandboxed for WorkSandbox<'_> {
         let cost_before = status.cost_usd;
         let log_dir = self.log_dir.clone();
         self.handed_out = None;
+        self.handed_ask = None;
         let known_tip = match &self.tip {
             Some(tip) => tip.clone(),
             None => self.repo.tip()?,
@@ -143,6 +148,7 @@ impl Sandboxed for WorkSandbox<'_> {
         })?;
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
+        self.handed_ask = outcome.ask.clone();
         self.handed_out = outcome.commits.clone().map(|commits| HandedOut {
             commits,
             file: commits_file,
@@ -166,8 +172,15 @@ impl Sandboxed for WorkSandbox<'_> {
         Ok(outcome)
     }
 
-    /// Without a sandbox no ask was made.
+    /// What the last turn handed out, else with an exec of its own; without a sandbox no ask was
+    /// made.
     fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
+        match self.handed_ask.take() {
+            Some(hand_out::Ask::None) => return Ok(None),
+            Some(hand_out::Ask::Bytes(bytes)) => return Ok(Some(bytes)),
+            Some(hand_out::Ask::Refused(why)) => anyhow::bail!("{why}"),
+            None => {}
+        }
         let Some(sandbox) = &self.sandbox else {
             return Ok(None);
         };

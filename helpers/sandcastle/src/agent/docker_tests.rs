@@ -161,6 +161,46 @@ fn an_iteration_that_commits_and_completes() {
     assert!(run.containers().is_empty());
 }
 
+/// The outbox of `sandcastle ask` leaves with the turn's own exec: a regular file as its bytes, a
+/// link (to a file the agent cannot hand out otherwise) as a refusal, never followed.
+#[test]
+fn the_outbox_comes_out_with_the_same_exec_and_a_link_is_refused() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([
+        {"match": "TASK-ask", "turns": [
+            {"bash": "mkdir -p ~/.sandcastle-outbox && printf '{\"ask\":1}' > ~/.sandcastle-outbox/ask.json"},
+            {"text": "Asked."}
+        ]},
+        {"match": "TASK-link", "turns": [
+            {"bash": "ln -sf /etc/passwd ~/.sandcastle-outbox/ask.json"},
+            {"text": "Linked."}
+        ]}
+    ]));
+    let run = TestRun::new("agent-outbox");
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &env(&model.url()))).unwrap();
+    workspace(&sandbox);
+    let logs = tempfile::tempdir().unwrap();
+    let turn = |prompt: &str, iteration: u32| {
+        let agent = agent_run(prompt, logs.path(), iteration);
+        super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap()
+    };
+
+    let asked = turn("Do TASK-ask now.", 1);
+    assert_eq!(
+        asked.ask,
+        Some(hand_out::Ask::Bytes(b"{\"ask\":1}".to_vec()))
+    );
+    let linked = turn("Do TASK-link now.", 2);
+    assert_eq!(
+        linked.ask,
+        Some(hand_out::Ask::Refused(
+            "the outbox is not a regular file".into()
+        ))
+    );
+}
+
 #[test]
 fn an_error_result_is_a_failure_even_with_subtype_success() {
     if !docker_ready() {

@@ -1,6 +1,7 @@
 # The hand-out trailer (hand_out.rs), printed once nothing of the agent runs any more: the session
 # file "$session" if it is a regular file, then what the script "$hand_out" (checkout.rs) prints for
-# the checkout "$workspace" and the host's tip "$known", or the first line of why it printed nothing.
+# the checkout "$workspace" and the host's tip "$known", or the first line of why it printed nothing;
+# then the outbox "$outbox" of `sandcastle ask` if it is a regular file.
 printf '\nsandcastle-hand-out 1\n'
 if [ -f "$session" ] && [ ! -L "$session" ]; then
   printf 'session %s\n' "$(wc -c < "$session")"
@@ -22,6 +23,13 @@ else
   head -n 1 "$scratch/err" | head -c 512 > "$scratch/why"
   printf 'commits-refused %s\n' "$(wc -c < "$scratch/why")"
   cat -- "$scratch/why"
+fi
+if [ -L "$outbox" ] || { [ -e "$outbox" ] && [ ! -f "$outbox" ]; }; then
+  why="the outbox is not a regular file"
+  printf 'ask-refused %s\n%s' "${#why}" "$why"
+elif [ -f "$outbox" ]; then
+  printf 'ask %s\n' "$(wc -c < "$outbox")"
+  cat -- "$outbox"
 fi
 printf 'end\n'
 [ -n "$scratch" ] && rm -rf -- "$scratch"

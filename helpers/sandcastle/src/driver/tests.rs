@@ -186,6 +186,7 @@ impl Sandboxed for Script<'_> {
             },
             transcript: PathBuf::from("/nonexistent/transcript.jsonl"),
             commits: None,
+            ask: None,
         })
     }
 

@@ -21,6 +21,7 @@ fn read_with(bytes: &[u8], files: &Files, max: u64) -> Result<Trailer, String> {
         max_session: max,
         commits: files.commits.clone(),
         max_commits: max,
+        max_ask: max,
     };
     read(&mut std::io::Cursor::new(bytes), &to)
 }
@@ -33,7 +34,8 @@ fn a_session_and_a_bundle_land_in_their_files() {
         read_with(trailer, &files, 100),
         Ok(Trailer {
             session: true,
-            commits: Commits::InFile
+            commits: Commits::InFile,
+            ask: Ask::None,
         })
     );
     assert_eq!(std::fs::read(&files.session).unwrap(), b"{\"a\"}");
@@ -49,7 +51,8 @@ fn no_session_and_a_refusal_are_well_formed() {
         read_with(trailer.as_bytes(), &files, 100),
         Ok(Trailer {
             session: false,
-            commits: Commits::Refused("the checkout has no .git directory any more".into())
+            commits: Commits::Refused("the checkout has no .git directory any more".into()),
+            ask: Ask::None,
         })
     );
     assert!(!files.session.exists());
@@ -79,6 +82,11 @@ fn malformed_trailers_are_refused() {
         (b"commits-refused 1000\n", "at most 512"),
         (b"commits-refused 10\nshort", "cut short"),
         (b"commits 0\nend \n", "expected its end"),
+        (b"commits 0\nask 500\n", "an ask of 500 bytes (at most 100)"),
+        (b"commits 0\nask 5\nabc", "the ask is cut short"),
+        (b"commits 0\nask 2\n{}ask 2\n{}end\n", "expected its end"),
+        (b"commits 0\nask-refused 600\n", "at most 512"),
+        (b"ask 2\n{}commits 0\nend\n", "expected the commits"),
     ];
     for (bytes, why) in cases {
         let files = files();
@@ -113,6 +121,17 @@ fn a_link_at_the_destination_is_not_followed() {
     let error = read_with(b"session 1\nxcommits 0\nend\n", &files, 100).unwrap_err();
     assert!(error.contains("cannot write"), "{error}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+}
+
+#[test]
+fn an_ask_or_its_refusal_follows_the_commits() {
+    let files = files();
+    let read = read_with(b"commits 0\nask 9\n{\"ask\":1}end\n", &files, 100).unwrap();
+    assert_eq!(read.ask, Ask::Bytes(b"{\"ask\":1}".to_vec()));
+    let why = "the outbox is not a regular file";
+    let trailer = format!("commits 0\nask-refused {}\n{why}end\n", why.len());
+    let read = read_with(trailer.as_bytes(), &files, 100).unwrap();
+    assert_eq!(read.ask, Ask::Refused(why.into()));
 }
 
 #[test]
