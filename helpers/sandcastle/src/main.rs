@@ -73,7 +73,7 @@ enum Command {
     Plan,
     /// Check config, .env, Docker, the image, the forge and its labels; one line each, with the fix.
     Doctor,
-    /// List the agents' questions that wait for a person: issue, age, channels, where to answer.
+    /// List what waits for a person: questions (issue, age, channels, where to answer) and open asks.
     Questions,
     /// Answer issue N's waiting question as the local maintainer: `1`, `2: because …` or free text,
     /// one line per question.
