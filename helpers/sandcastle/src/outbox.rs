@@ -105,26 +105,27 @@ pub fn take(
     state: &mut WorkState,
     handed: Result<Option<Vec<u8>>>,
 ) -> Result<()> {
-    let refused = |why: &str| {
-        ctx.progress.note(&format!(
-            "{key}: refused the agent's ask from its outbox: {why}; nothing published"
-        ))
+    let refused = |state: &mut WorkState, why: String| -> Result<()> {
+        // The outbox stays as it is until the agent writes it again: said once, not every turn.
+        if state.refused_ask.as_ref() != Some(&why) {
+            ctx.progress.note(&format!(
+                "{key}: refused the agent's ask from its outbox: {why}; nothing published"
+            ));
+            state.refused_ask = Some(why);
+            state.save(&ctx.state_dir())?;
+        }
+        Ok(())
     };
     let bytes = match handed {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(()),
-        Err(e) => {
-            refused(&ctx.redactor.error(&e));
-            return Ok(());
-        }
+        Err(e) => return refused(state, ctx.redactor.error(&e)),
     };
     let ask = match ask::from_outbox(&bytes, key) {
         Ok(ask) => ask,
-        Err(why) => {
-            refused(&why);
-            return Ok(());
-        }
+        Err(why) => return refused(state, why),
     };
+    state.refused_ask = None;
     let last = state.ask.as_ref().map_or(0, |open| open.ask.revision);
     if ask.revision <= last {
         return Ok(());

@@ -146,6 +146,9 @@ pub struct WorkState {
     /// The keys of answers already told: none is told twice.
     #[serde(default)]
     pub told: Vec<String>,
+    /// Why the outbox was last refused: the same refusal is said once, not after every turn.
+    #[serde(default)]
+    pub refused_ask: Option<String>,
     /// The last result text of the working agent.
     pub last_summary: String,
     /// The latest saved session of each role, resumable in a fresh container.
@@ -196,6 +199,7 @@ impl WorkState {
             ask: None,
             tell: None,
             told: Vec::new(),
+            refused_ask: None,
             last_summary: String::new(),
             sessions: Vec::new(),
             nudge: None,

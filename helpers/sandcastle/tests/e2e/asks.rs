@@ -252,6 +252,8 @@ echo '{"key":"issue:1","revision":1,"kind":"ready","title":"Done, see https://ev
     let h = harness(
         &[
             json!({"bash": refusals, "description": "refused asks"}),
+            // A second iteration finds the same refused outbox: said once, not again.
+            text("Not done yet."),
             text(&format!("Done. {COMPLETE}")),
         ],
         &[],
@@ -280,11 +282,14 @@ echo '{"key":"issue:1","revision":1,"kind":"ready","title":"Done, see https://ev
         assert_eq!(pair[1], "exit 2");
     }
     let stderr = stderr_lines(&output).join("\n");
-    assert!(
-        stderr.contains(
-            "issue #1: refused the agent's ask from its outbox: the title holds a link: an ask is words only"
-        ),
-        "{stderr}"
+    assert_eq!(
+        stderr
+            .matches(
+                "issue #1: refused the agent's ask from its outbox: the title holds a link: an ask is words only"
+            )
+            .count(),
+        1,
+        "said once over two iterations: {stderr}"
     );
     assert_eq!(ask_comments(&h, issue), Vec::<String>::new());
     assert_eq!(state(&h, "issue-1")["ask"], Value::Null);
