@@ -962,8 +962,8 @@ ideal, "W8/machine ideal" the machine-bound one.
 **What each side does that the other does not.** Ours, per issue: fetches the forge's repository
 into its own bare repository, starts one container and makes the agent's checkout inside it from a
 bundle, runs every iteration in that container, takes the commits out as a bundle after each turn,
-and on completion runs the reviewer (a second agent turn: W1 is two agent runs for ours, one for the
-peer), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
+runs the assessor before the first implementer turn and on completion the reviewer (each an agent
+turn: W1 is three agent runs for ours and W1x two, one for the peer), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
 on the issue after W1x and W10; W8 is one `run --once` pass (a planner turn plans all eight, and the
 pass works through them maxConcurrency at a time, starting the next as soon as one finishes). The peer, per issue: makes a git worktree on the host and
 bind-mounts it, and starts a new container for every iteration (`docker run`, four set-up
