@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,12 +68,15 @@ def sh(*argv, cwd=None, env=None, input=None, check=True):
 # --- timing -----------------------------------------------------------------------------------------
 
 
-def timed(argv, cwd=None, env=None, stdout_path=None):
+def timed(argv, cwd=None, env=None, stdout_path=None, meter=None):
     """Runs argv to its end: (seconds, peak RSS in MB of that process alone, exit code, output).
 
     The peak is the kernel's high-water mark (VmHWM) of the process itself, read every 5 ms until it
-    exits; its children (the `docker` CLI) are not counted."""
+    exits; its children (the `docker` CLI) are not counted. A CpuMeter, if given, runs from just
+    before the start to just after the end."""
     out = open(stdout_path, "w") if stdout_path else subprocess.DEVNULL
+    if meter:
+        meter.start()
     start = time.perf_counter()
     proc = subprocess.Popen(
         [str(a) for a in argv], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT
@@ -88,10 +93,109 @@ def timed(argv, cwd=None, env=None, stdout_path=None):
         except (OSError, ValueError):
             pass
         time.sleep(0.005)
+        if meter:
+            meter.poll()
     seconds = time.perf_counter() - start
+    if meter:
+        meter.stop()
     if stdout_path:
         out.close()
     return seconds, peak_kb / 1024, proc.returncode
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
+
+
+def proc_ticks(pid, children=True):
+    """CPU ticks of a process (user + system), with those of its reaped children; None when gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return sum(int(f) for f in fields[11:15 if children else 13])
+
+
+def pids_named(prefix):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/comm").read_text().startswith(prefix):
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+class CpuMeter:
+    """CPU-seconds spent on one run, for W8's machine-bound ideal: the orchestrator and every process
+    it starts and reaps (getrusage of run.py's children: the `docker` CLI, git, the peer's node), the
+    fake forge, dockerd and containerd, each containerd-shim's own time (sampled every ~50 ms, so a
+    shim's last moments before it exits are missed) and every container's processes (the `docker`
+    cpuacct cgroup). The Docker daemons and the cgroup are shared with whatever else uses this
+    engine at the time, so the figure is an upper bound when other work runs; `machine_busy_s` is
+    the whole machine's busy time over the same window, for comparison."""
+
+    def __init__(self, pids=()):
+        self.pids = list(pids)
+        self.polls = 0
+
+    @staticmethod
+    def children_s():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    @staticmethod
+    def busy_s():
+        fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return (sum(fields[:8]) - fields[3] - fields[4]) / TICK  # all but idle and iowait
+
+    @staticmethod
+    def containers_s():
+        try:
+            return int(DOCKER_CGROUP.read_text()) / 1e9
+        except (OSError, ValueError):
+            return 0.0
+
+    def start(self):
+        self.daemons = {pid: proc_ticks(pid) for pid in pids_named("dockerd") + pids_named("containerd")
+                        if not Path(f"/proc/{pid}/comm").read_text().startswith("containerd-shim")}
+        self.daemons.update({pid: proc_ticks(pid) for pid in self.pids})
+        self.shims = {pid: [proc_ticks(pid, children=False)] * 2 for pid in pids_named("containerd-shim")}
+        self.seen = max((int(e) for e in os.listdir("/proc") if e.isdigit()), default=0)
+        self.at = (self.children_s(), self.busy_s(), self.containers_s())
+
+    def poll(self):
+        self.polls += 1
+        if self.polls % 10:
+            return
+        for pid, ticks in self.shims.items():
+            now = proc_ticks(pid, children=False)
+            if now is not None:
+                ticks[1] = now
+        new = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > self.seen]
+        for pid in new:
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().startswith("containerd-shim"):
+                    self.shims[pid] = [0, proc_ticks(pid, children=False) or 0]
+            except OSError:
+                pass
+        self.seen = max([self.seen, *new])
+
+    def stop(self):
+        self.polls = 9
+        self.poll()
+        children, busy, containers = self.at
+        daemons = sum((proc_ticks(pid) or start) - start for pid, start in self.daemons.items() if start is not None)
+        shims = sum(last - first for first, last in self.shims.values() if first is not None and last is not None)
+        self.result = {
+            "orchestrator_tree_s": self.children_s() - children,
+            "docker_daemons_s": (daemons + shims) / TICK,
+            "containers_s": self.containers_s() - containers,
+            "machine_busy_s": self.busy_s() - busy,
+        }
+        self.result["cpu_s"] = sum(self.result[k] for k in ["orchestrator_tree_s", "docker_daemons_s", "containers_s"])
 
 
 def spread(values):
@@ -129,9 +233,18 @@ class Docker:
             sh("docker", "rmi", "-f", ref, check=False)
 
 
+# The stand-in agent as the orchestrators run it for an iteration that does not complete.
+AGENT_ARGV = ["claude", "--print", "--verbose", "--output-format", "stream-json", "--model", "bench",
+              "--dangerously-skip-permissions"]
+WORKSPACE = "/home/agent/workspace"
+
+
 def floor(image, runs):
-    """One container start, one `docker exec … true`, one removal: each timed alone."""
-    start, execs, rm = [], [], []
+    """One container start, one `docker exec … true`, one removal: each timed alone. And the agent
+    alone: one `docker exec` of the stand-in `claude` (an implementer prompt on stdin, a new session
+    named by --session-id, in the workspace, as the agent user), which is what an iteration of either
+    orchestrator runs, without anything the orchestrator adds around it."""
+    start, execs, agent, rm = [], [], [], []
     name = f"scbench-floor-{os.getpid()}"
     for _ in range(runs):
         t = time.perf_counter()
@@ -141,10 +254,17 @@ def floor(image, runs):
             t = time.perf_counter()
             sh("docker", "exec", name, "true")
             execs.append(time.perf_counter() - t)
+        sh("docker", "exec", "-u", "agent", name, "mkdir", "-p", WORKSPACE)
+        for _ in range(5):
+            argv = ["docker", "exec", "-i", "-u", "agent", "-w", WORKSPACE, name, *AGENT_ARGV,
+                    "--session-id", str(uuid.uuid4()), "-p", "-"]
+            t = time.perf_counter()
+            sh(*argv, input="# Role: implementer\nBench issue 1.\n")
+            agent.append(time.perf_counter() - t)
         t = time.perf_counter()
         sh("docker", "rm", "-f", name)
         rm.append(time.perf_counter() - t)
-    return {"start": spread(start), "exec": spread(execs), "rm": spread(rm)}
+    return {"start": spread(start), "exec": spread(execs), "agent_exec": spread(agent), "rm": spread(rm)}
 
 
 # --- ours: a fake forge, a project, `sandcastle run --once` ---------------------------------------
@@ -266,7 +386,8 @@ def run_ours(work, docker, image, workload, log, env_extra=None):
         if issues == 1:
             argv += ["--issue", "1"]
         # W8 is one pass: the planner plans all eight, the pass works through them four at a time.
-        total, peak, code = timed(argv, stdout_path=log)
+        meter = CpuMeter([ours.forge.proc.pid]) if workload == "W8" else None
+        total, peak, code = timed(argv, stdout_path=log, meter=meter)
         if code != 0:
             raise BenchError(f"ours {workload}: sandcastle exited {code}; log: {log}")
         expected_pulls = issues if complete else 0
@@ -274,7 +395,7 @@ def run_ours(work, docker, image, workload, log, env_extra=None):
             raise BenchError(f"ours {workload}: {ours.pulls()} pull request(s), expected {expected_pulls}; log: {log}")
         if not complete and ours.comments(1) != 1:
             raise BenchError(f"ours {workload}: issue #1 has no give-up comment; log: {log}")
-        return total, peak
+        return total, peak, meter and meter.result
     finally:
         ours.close()
         docker.sweep()
@@ -450,14 +571,16 @@ def run_peer(work, docker, image, workload, log, env_extra=None):
                 "--env", f"ANTHROPIC_API_KEY={API_KEY}", "--env", f"BENCH_COMPLETE={complete}"]
         for key, value in (env_extra or {}).items():
             argv += ["--env", f"{key}={value}"]
-        seconds, rss, code = timed(argv, cwd=PEER, env={**os.environ, "HOME": str(home)}, stdout_path=log)
+        meter = CpuMeter() if workload == "W8" else None
+        seconds, rss, code = timed(argv, cwd=PEER, env={**os.environ, "HOME": str(home)}, stdout_path=log,
+                                   meter=meter)
         if code != 0:
             raise BenchError(f"peer {workload}: drive.mjs exited {code}; log: {log}")
         text = Path(log).read_text()
         want = f"{iters} iteration(s), signal {'yes' if complete else 'no'}"
         if text.count(want) != issues:
             raise BenchError(f"peer {workload}: expected {issues} line(s) '{want}'; log: {log}")
-        return seconds, rss
+        return seconds, rss, meter and meter.result
     finally:
         shutil.rmtree(repo.parent, ignore_errors=True)
         docker.sweep()
@@ -530,16 +653,37 @@ def report(r):
         rows.append(f"| {wl} wall s (min / median / max) — {what} | {fmt_s(o)} | {fmt_s(p)} | {fmt_s(k)} | "
                     f"{ratio(med(o), med(p))} | {ratio(med(o), med(k))} | {floor_of[wl]:.2f} |")
     rows.append(f"| per-iteration overhead ms, (W10 − W1x) / 9 | {per['ours']:.0f} | "
-                f"{per['peer']:.0f} | {per['peer_sigkill']:.0f} | {ratio(per['ours'], per['peer'])} | "
-                f"{ratio(per['ours'], per['peer_sigkill'])} | {per['floor_exec']:.0f} (one exec) |"
-                if per["peer"] is not None else
-                f"| per-iteration overhead ms, (W10 − W1x) / 9 | {per['ours']:.0f} | — | "
-                f"{per['peer_sigkill']:.0f} | — | {ratio(per['ours'], per['peer_sigkill'])} | "
-                f"{per['floor_exec']:.0f} (one exec) |")
+                f"{fmt_opt(per['peer'], 0)} | {per['peer_sigkill']:.0f} | {ratio(per['ours'], per['peer'])} | "
+                f"{ratio(per['ours'], per['peer_sigkill'])} | {per['floor_exec']:.0f} (one exec) |")
+    agent = per.get("floor_agent_exec")
+    if agent is not None:
+        def added(x):
+            return f"{x - agent:.0f}" if x is not None else "—"
+        rows.append(f"| per-iteration ms the orchestrator adds: overhead − one `docker exec` of the stand-in agent "
+                    f"alone ({agent:.0f} ms) | {added(per['ours'])} | {added(per['peer'])} | "
+                    f"{added(per['peer_sigkill'])} | | | {agent:.0f} (agent exec) |")
     w8 = r["w8_wall_s"]
     rows.append(f"| W8 ideal s (8 × W1 / 4) | {w8['ideal']:.2f} | {fmt_opt(w8.get('peer_ideal'))} | "
                 f"{fmt_opt(w8.get('peer_sigkill_ideal'))} | W8/ideal: ours {w8['ours'] / w8['ideal']:.2f}× | "
                 f"peer SIGKILL {ratio(w8.get('peer_sigkill'), w8.get('peer_sigkill_ideal'))} | |")
+    wc = r.get("w8_cpu") or {}
+    if wc.get("ours"):
+        def cpu_of(side):
+            c = wc.get(side)
+            return f"{c['cpu_s']:.1f} ({c['machine_busy_s']:.1f})" if c else "—"
+
+        def ideal_of(side):
+            c = wc.get(side)
+            return f"{c['machine_ideal_s']:.2f}" if c else "—"
+
+        def over(side):
+            c = wc.get(side)
+            return ratio(w8.get(side), c and c["machine_ideal_s"])
+        rows.append(f"| W8 CPU-seconds of the work (machine-wide busy), median | {cpu_of('ours')} | "
+                    f"{cpu_of('peer')} | {cpu_of('peer_sigkill')} | | | |")
+        rows.append(f"| W8 machine-bound ideal s, max(8 × W1 / 4, CPU-s / {wc['ours']['cores']} cores) | "
+                    f"{ideal_of('ours')} | {ideal_of('peer')} | {ideal_of('peer_sigkill')} | "
+                    f"W8/machine ideal: ours {over('ours')} | peer SIGKILL {over('peer_sigkill')} | |")
     rss = r["peak_rss_mb"]
     rows.append(f"| peak RSS MB of the orchestrator process (max over W1–W8) | {rss['ours']:.1f} | "
                 f"{rss['peer']:.1f} | {rss['peer_sigkill']:.1f} | {ratio(rss['ours'], rss['peer'])} | "
@@ -562,8 +706,8 @@ def report(r):
     return header + "\n" + "\n".join(rows)
 
 
-def fmt_opt(x):
-    return f"{x:.2f}" if x is not None else "—"
+def fmt_opt(x, digits=2):
+    return f"{x:.{digits}f}" if x is not None else "—"
 
 
 def versions():
@@ -647,6 +791,7 @@ def main():
         real_kill = docker.build("Dockerfile.sigkill", "scbench-real-sigkill", BASE_IMAGE)
         walls = {"ours": {}, "peer": {}, "peer_sigkill": {}}
         rss = {"ours": 0.0, "peer": 0.0, "peer_sigkill": 0.0}
+        cpu = {"ours": [], "peer": [], "peer_sigkill": []}  # W8 runs' CpuMeter results
         failures = []
 
         def measure(side, workload, fn, image, n, env=None):
@@ -655,17 +800,19 @@ def main():
                 log = logs / f"{side}-{workload}-{i}.log"
                 print(f"bench: {side} {workload} run {i + 1}/{n}", flush=True)
                 try:
-                    seconds, peak = fn(work, docker, image, workload, log, env)
+                    seconds, peak, used = fn(work, docker, image, workload, log, env)
                 except BenchError as e:
                     # A run that fails (the peer has timed out under load here) is said, and run
                     # again once; results.json counts them.
                     tail = " | ".join(Path(log).read_text().strip().splitlines()[-3:]) if Path(log).exists() else ""
                     print(f"bench: {e}: {tail[-300:]}; running it again", flush=True)
                     failures.append(f"{side} {workload}: {e}: {tail[-300:]}")
-                    seconds, peak = fn(work, docker, image, workload, log, env)
+                    seconds, peak, used = fn(work, docker, image, workload, log, env)
                 times.append(seconds)
                 if env is None:
                     rss[side] = max(rss[side], peak)
+                if used and env is None:
+                    cpu[side].append(used)
             return spread(times)
 
         for wl in ["W1", "W1x", "W10", "W8"]:
@@ -706,6 +853,17 @@ def main():
             return (w["W10"]["median"] - w["W1x"]["median"]) / 9 * 1000
 
         ideal = 8 * walls["ours"]["W1"]["median"] / 4
+        cores = os.cpu_count()
+
+        def w8_cpu(side):
+            """The median over W8 runs of each CpuMeter figure, and the machine-bound ideal:
+            max(8 × W1 / 4, CPU-seconds of the W8 work / cores)."""
+            if not cpu[side]:
+                return None
+            figures = {key: statistics.median(run[key] for run in cpu[side]) for key in cpu[side][0]}
+            figures["cores"] = cores
+            figures["machine_ideal_s"] = max(8 * walls[side]["W1"]["median"] / 4, figures["cpu_s"] / cores)
+            return figures
         result = {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(),
@@ -714,7 +872,8 @@ def main():
             "runs": runs,
             "per_iteration_ms": {"ours": per_iter("ours"), "peer": per_iter("peer"),
                                  "peer_sigkill": per_iter("peer_sigkill"),
-                                 "floor_exec": fl["exec"]["median"] * 1000},
+                                 "floor_exec": fl["exec"]["median"] * 1000,
+                                 "floor_agent_exec": fl["agent_exec"]["median"] * 1000},
             "peak_rss_mb": rss,
             "startup_ms": {"ours": med(st, "ours_help") * 1000, "peer": med(st, "peer_import") * 1000,
                            "ours_load_config": med(st, "ours_load_config") * 1000,
@@ -723,6 +882,7 @@ def main():
                           "peer_sigkill": walls["peer_sigkill"]["W8"]["median"], "ideal": ideal,
                           "peer_ideal": 8 * walls["peer"]["W1"]["median"] / 4,
                           "peer_sigkill_ideal": 8 * walls["peer_sigkill"]["W1"]["median"] / 4},
+            "w8_cpu": {side: w8_cpu(side) for side in cpu},
             "walls": walls,
             "floor": fl,
             "startup": st,
@@ -752,7 +912,7 @@ def failed_note(result):
 
 
 # The headline figures a run keeps of the run before it, as `before` in results.json.
-HEADLINE = ["date", "command", "per_iteration_ms", "peak_rss_mb", "startup_ms", "w8_wall_s"]
+HEADLINE = ["date", "command", "per_iteration_ms", "peak_rss_mb", "startup_ms", "w8_wall_s", "w8_cpu"]
 
 
 def write(out, result, table):
@@ -785,11 +945,25 @@ iteration and one `docker rm -f`, each timed alone (W8: two such sequences, conc
 is the orchestrator process's own high-water mark (VmHWM, sampled every 5 ms; the `docker` CLI it
 spawns is not counted): `sandcastle` for ours, `node drive.mjs` for the peer.
 
+The agent-exec floor is one `docker exec` of the stand-in `claude` alone (as the agent user, in the
+workspace, an implementer prompt on stdin, a new session), timed alone: what an iteration of either
+orchestrator runs at the least. Per-iteration overhead minus it is what the orchestrator adds per
+iteration (ours: the cleanup and the hand-out inside the same exec, and the transcript, the state
+file and the progress line on the host; the peer: a container per iteration). W8's machine-bound
+ideal is max(8 × W1 / 4, CPU-seconds of the W8 work / cores): the issue's ideal, 8 × W1 / 4, assumes
+four issues run at once as fast as one alone, which the cores cannot do when the work needs more CPU
+than they have. The CPU-seconds (bench/run.py `CpuMeter`, median over the W8 runs) are those of the
+orchestrator and every process it reaps (the `docker` CLI, git), the fake forge, dockerd, containerd,
+the containerd shims and all containers (the `docker` cpuacct cgroup); the daemons and the cgroup are
+shared with anything else using the engine at the time, so this is an upper bound when other work
+runs; the machine's whole busy time over the same runs is in brackets. "W8/ideal" uses the issue's
+ideal, "W8/machine ideal" the machine-bound one.
+
 **What each side does that the other does not.** Ours, per issue: fetches the forge's repository
 into its own bare repository, starts one container and makes the agent's checkout inside it from a
 bundle, runs every iteration in that container, takes the commits out as a bundle after each turn,
-and on completion runs the reviewer (a second agent turn: W1 is two agent runs for ours, one for the
-peer), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
+runs the assessor before the first implementer turn and on completion the reviewer (each an agent
+turn: W1 is three agent runs for ours and W1x two, one for the peer), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
 on the issue after W1x and W10; W8 is one `run --once` pass (a planner turn plans all eight, and the
 pass works through them maxConcurrency at a time, starting the next as soon as one finishes). The peer, per issue: makes a git worktree on the host and
 bind-mounts it, and starts a new container for every iteration (`docker run`, four set-up

@@ -459,3 +459,102 @@ fn an_unwritable_transcript_stops_the_agent() {
     let left = processes(&sandbox);
     assert!(!left.contains("claude"), "{left}");
 }
+
+/// What the turn's exec hands out of the checkout when the agent (here `true`) leaves it as it is.
+fn commits_after_a_quiet_turn(sandbox: &Sandbox, known: &str, dir: &Path) -> Vec<u8> {
+    let argv = [
+        "sh",
+        "-c",
+        RUN_AGENT,
+        "sh",
+        "/nonexistent/session.jsonl",
+        checkout::HAND_OUT,
+        WORKSPACE,
+        known,
+        crate::ask::OUTBOX,
+        "true",
+    ];
+    let out = sandbox.exec_command(&argv).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let marker = [b"\n", hand_out::MARKER, b"\n"].concat();
+    let at = out
+        .stdout
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .expect("a trailer");
+    let to = Destination {
+        session: dir.join("session"),
+        max_session: 1024,
+        commits: dir.join("commits"),
+        max_commits: checkout::MAX_BUNDLE_BYTES,
+        max_ask: 1024,
+    };
+    let trailer = hand_out::read(&mut &out.stdout[at + marker.len()..], &to).unwrap();
+    assert_eq!(trailer.commits, Commits::InFile);
+    std::fs::read(&to.commits).unwrap()
+}
+
+/// HEAD is read with shell builtins when it names the host's tip through a loose ref or directly;
+/// a packed ref takes git's path and hands out the same id; a new commit comes out as a bundle. A
+/// HEAD that only claims the host's tip (a ref name git refuses) hands out that tip: the host then
+/// takes no commits, which loses nothing but the agent's own work.
+#[test]
+fn a_turn_that_ends_at_the_hosts_tip_hands_out_its_id_however_head_names_it() {
+    if !docker_ready() {
+        return;
+    }
+    let run = TestRun::new("agent-head");
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    workspace(&sandbox);
+    let dir = tempfile::tempdir().unwrap();
+    let known = exec(&sandbox, &["git", "rev-parse", "HEAD"]);
+    let id_line = format!("{known}\n").into_bytes();
+
+    assert_eq!(
+        commits_after_a_quiet_turn(&sandbox, &known, dir.path()),
+        id_line
+    );
+    exec(&sandbox, &["git", "pack-refs", "--all", "--prune"]);
+    assert_eq!(
+        exec(
+            &sandbox,
+            &["sh", "-c", "test ! -e .git/refs/heads/main && echo packed"]
+        ),
+        "packed"
+    );
+    assert_eq!(
+        commits_after_a_quiet_turn(&sandbox, &known, dir.path()),
+        id_line
+    );
+    exec(&sandbox, &["git", "checkout", "-q", "--detach"]);
+    assert_eq!(
+        commits_after_a_quiet_turn(&sandbox, &known, dir.path()),
+        id_line
+    );
+    exec(
+        &sandbox,
+        &[
+            "sh",
+            "-c",
+            "git rev-parse HEAD > .git/claim && echo 'ref: refs/heads/../../claim' > .git/HEAD",
+        ],
+    );
+    assert_eq!(
+        commits_after_a_quiet_turn(&sandbox, &known, dir.path()),
+        id_line
+    );
+
+    exec(
+        &sandbox,
+        &[
+            "sh",
+            "-c",
+            "git checkout -q main && git commit -q --allow-empty -m next",
+        ],
+    );
+    let bundle = commits_after_a_quiet_turn(&sandbox, &known, dir.path());
+    assert!(bundle.starts_with(b"# v2 git bundle\n"), "{bundle:?}");
+
+    sandbox.remove().unwrap();
+    assert!(run.containers().is_empty());
+}

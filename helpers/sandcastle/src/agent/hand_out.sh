@@ -8,11 +8,24 @@ if [ -f "$session" ] && [ ! -L "$session" ]; then
   cat -- "$session"
 fi
 # Most turns end at the commit the host has: its id alone, with no scratch file (what "$hand_out"
-# would print); anything else is left to "$hand_out".
-tip=$(GIT_DIR="$workspace/.git" git rev-parse --verify --quiet 'HEAD^{commit}' 2>/dev/null) || tip=
+# would print); anything else is left to "$hand_out", which runs git and makes a bundle. HEAD is
+# read here with shell builtins, not git (a fork and git's start-up on every turn): .git/HEAD, and
+# the loose ref it names. What it says is only the sandbox's claim, and it is safe to believe: when
+# it names the host's own tip the host takes no commits and keeps that tip, so a checkout that lies
+# here only loses the agent's own work. A ref git keeps elsewhere (packed, reftable), a detached HEAD
+# at another commit, or anything unreadable takes the bundle path. `-f` keeps a FIFO from blocking.
+tip=
+if [ -f "$workspace/.git/HEAD" ]; then
+  IFS= read -r tip < "$workspace/.git/HEAD" || :
+  case $tip in
+    'ref: refs/heads/'*)
+      ref="$workspace/.git/${tip#ref: }" tip=
+      if [ -f "$ref" ]; then IFS= read -r tip < "$ref" || :; fi ;;
+  esac
+fi
 scratch=
-if [ -n "$tip" ] && [ "$tip" = "$known" ]; then
-  printf 'commits %s\n%s\n' "$((${#tip} + 1))" "$tip"
+if [ -n "$known" ] && [ "$tip" = "$known" ]; then
+  printf 'commits %s\n%s\n' "$((${#known} + 1))" "$known"
 elif ! scratch=$(mktemp -d 2>/dev/null); then
   why="cannot make a scratch directory in the sandbox"
   printf 'commits-refused %s\n%s' "${#why}" "$why"

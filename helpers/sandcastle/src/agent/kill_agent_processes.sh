@@ -18,11 +18,11 @@ for status in /proc/[0-9]*/status; do
   if [ "$value" = 1 ] && { [ "$keep" = 0 ] || [ "$pid" -lt "$keep" ]; }; then keep=$pid; fi
 done
 i=0
-while [ $i -lt 50 ]; do
+while [ $i -lt 500 ]; do
   others
   [ -z "$alive" ] && break
   kill -KILL $alive 2>/dev/null
-  sleep 0.1; i=$((i+1))
+  sleep 0.01; i=$((i+1))
 done
 if [ -n "$alive" ]; then
   echo "processes $alive of the agent are still running after kill -KILL" >&2
