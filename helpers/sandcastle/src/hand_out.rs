@@ -19,7 +19,6 @@
 //! end\n                              and nothing after it
 //! ```
 use std::io::{BufRead, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The line that starts the trailer.
@@ -186,12 +185,7 @@ fn copy_exactly(
     if size > max {
         return Err(format!("{what} of {size} bytes (at most {max})"));
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .create(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(dest)
+    let mut file = crate::sandbox::create_host_file(dest)
         .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
     let copied = std::io::copy(&mut stream.take(size), &mut file)
         .and_then(|n| file.flush().map(|()| n))

@@ -116,13 +116,8 @@ impl Sandbox {
     /// first line the command printed on stderr.
     pub fn read_out(&self, argv: &[&str], dest: &Path, limit: u64) -> Result<()> {
         use std::io::{Read, Write};
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .create(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(dest)
-            .with_context(|| format!("cannot write {}", dest.display()))?;
+        let mut file =
+            create_host_file(dest).with_context(|| format!("cannot write {}", dest.display()))?;
         let mut child = self
             .exec_at("/", argv)
             .stdin(Stdio::null())
@@ -502,6 +497,16 @@ pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A file the host creates for bytes out of a sandbox: truncated, never opened through a link.
+pub fn create_host_file(dest: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .create(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(dest)
 }
 
 #[cfg(test)]
