@@ -2,7 +2,14 @@
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
 use super::*;
 
-pub const TEST_IMAGE: &str = "sandcastle-test:latest";
+/// The test image: `SANDCASTLE_TEST_IMAGE`, as the e2e tests read it, else `sandcastle-test:latest`
+/// (so parallel checkouts can each test their own build).
+pub fn test_image() -> &'static str {
+    static IMAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        std::env::var("SANDCASTLE_TEST_IMAGE").unwrap_or_else(|_| "sandcastle-test:latest".into())
+    });
+    &IMAGE
+}
 
 /// `false` (after saying why) when Docker tests are switched off; panics with the fix when Docker
 /// or the test image is missing.
@@ -11,10 +18,11 @@ pub fn docker_ready() -> bool {
         eprintln!("skipped: SANDCASTLE_SKIP_DOCKER_TESTS=1");
         return false;
     }
-    if let Err(error) = engine_answers().and_then(|()| image_exists(TEST_IMAGE)) {
+    if let Err(error) = engine_answers().and_then(|()| image_exists(test_image())) {
         panic!(
-            "{error:#}\nDocker tests need the engine and {TEST_IMAGE}: run checks/docker/start-dockerd.sh \
-             and checks/docker/build-test-image.sh (or set SANDCASTLE_SKIP_DOCKER_TESTS=1 to skip them)"
+            "{error:#}\nDocker tests need the engine and {}: run checks/docker/start-dockerd.sh \
+             and checks/docker/build-test-image.sh (or set SANDCASTLE_SKIP_DOCKER_TESTS=1 to skip them)",
+            test_image()
         );
     }
     true
@@ -58,7 +66,7 @@ impl Drop for TestRun {
 
 pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> SandboxSpec<'a> {
     SandboxSpec {
-        image: TEST_IMAGE,
+        image: test_image(),
         run_id: &run.id,
         project: Path::new("/nonexistent/sandcastle-test-project"),
         key,
