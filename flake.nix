@@ -16,13 +16,21 @@
 
   outputs = { nixpkgs, flake-utils, rust-overlay, llm-agents, ... }:
     let
+      # sandcastle's library from a consumer's own pkgs, like crane's.
+      mkLib = import ./nix/mkLib.nix { inherit rust-overlay llm-agents; };
       perSystem = flake-utils.lib.eachDefaultSystem (system:
-        import ./nix/perSystem.nix { inherit nixpkgs rust-overlay llm-agents system; });
+        import ./nix/perSystem.nix { inherit nixpkgs rust-overlay mkLib system; });
     in
     {
       # Named one by one (not `perSystem // { ... }`) so that reading
       # `templates` does not evaluate, or fetch, any input.
-      inherit (perSystem) lib packages apps checks formatter devShells;
+      inherit (perSystem) packages apps checks formatter devShells;
+      # `lib.mkLib pkgs` and the system-free `lib.imageArgsFromConfig`, beside
+      # the per-system `lib.<system>` aliases.
+      lib = perSystem.lib // {
+        inherit mkLib;
+        imageArgsFromConfig = import ./nix/imageArgsFromConfig.nix { inherit (nixpkgs) lib; };
+      };
       templates = import ./nix/templates.nix;
     };
 }

@@ -175,9 +175,41 @@ flake_show() {
     jq -e "$expected_outputs" "$work/show.json" >/dev/null || { cat "$work/show.json"; return 1; }
   # lib is not shown by `nix flake show`: read it directly.
   nixf eval --json "${overrides[@]}" "git+file://$repo#lib" --apply \
-    'lib: builtins.mapAttrs (_: builtins.attrNames) lib' |
-    jq -e '.["x86_64-linux"] == ["imageArgsFromConfig", "mkSandcastleImage", "sandcastlePackages"]
-           and .["aarch64-darwin"] == ["imageArgsFromConfig"]'
+    'lib: builtins.mapAttrs (_: value: if builtins.isAttrs value then builtins.attrNames value else builtins.typeOf value) lib' |
+    jq -e '(.["x86_64-linux"] | contains(["imageArgsFromConfig", "mkApps", "mkSandcastleImage", "sandcastlePackages", "helpers", "sandcastle"]))
+           and (.["aarch64-darwin"] | contains(["imageArgsFromConfig", "mkApps"]) and (index("mkSandcastleImage") == null))
+           and .mkLib == "lambda" and .imageArgsFromConfig == "lambda"'
+}
+
+# `lib.mkLib pkgs` builds from the consumer's own pkgs: an overlay of theirs
+# reaches the helpers, rust-overlay is added only where pkgs lacks rust-bin,
+# and the image, its app and the system-free imageArgsFromConfig work from it.
+mk_lib_from_consumer_pkgs() {
+  nixf eval --json --impure "${overrides[@]}" "git+file://$repo#lib" --apply "
+    lib: let
+      pkgs = import $standins/nixpkgs {
+        system = \"x86_64-linux\";
+        overlays = [ (_final: prev: { git = prev.git // { name = \"consumers-git\"; }; }) ];
+      };
+      mine = lib.mkLib pkgs;
+      args = lib.imageArgsFromConfig $repo/templates/rust/.sandcastle/config.toml;
+      image = mine.mkSandcastleImage args;
+      darwin = lib.mkLib (import $standins/nixpkgs { system = \"aarch64-darwin\"; });
+    in {
+      checkInputs = map (d: d.name) mine.helpers.standIn.arguments.nativeCheckInputs;
+      rust = mine.rustToolchain.name;
+      inherit (args) name tag forgeUrl;
+      imageFunction = image.standIn.function;
+      apps = builtins.attrNames (mine.mkApps image);
+      imageApp = (mine.mkApps image).sandcastleImage.program == \"\${image}\";
+      noImageApps = builtins.attrNames (mine.mkApps null);
+      darwinHasImage = darwin ? mkSandcastleImage;
+    }" | jq -e '
+      .checkInputs == ["consumers-git"] and .rust == "rust-default-stable"
+      and .name == "sandcastle" and .tag == "name" and .forgeUrl == "https://forge.example.dev"
+      and .imageFunction == "dockerTools.streamLayeredImage"
+      and .apps == ["sandcastle", "sandcastleImage"] and .imageApp and .noImageApps == ["sandcastle"]
+      and (.darwinHasImage | not)'
 }
 
 flake_check() {
@@ -273,6 +305,7 @@ check "mkSandcastleImage passes the right streamLayeredImage arguments" image_ar
 check "helpers package: workspace source, Cargo.lock, tests on, Docker and Nix tests skipped" helpers_package
 check "apps.sandcastle: the orchestrator with git and the Docker client on PATH" sandcastle_app
 check "nix flake show lists every output" flake_show
+check "lib.mkLib builds from the consumer's pkgs" mk_lib_from_consumer_pkgs
 check "nix flake check --no-build" flake_check
 check "imageArgsFromConfig resolves the table of cases as load-config does" image_args_from_config
 check "nix flake init -t #rust gives exactly the template files" template_init

@@ -32,7 +32,8 @@
           cargo = rustToolchain;
           rustc = rustToolchain;
         };
-        sandcastleLib = sandcastle.lib.${system};
+        # sandcastle's library built from this flake's own pkgs.
+        sandcastleLib = sandcastle.lib.mkLib pkgs;
 
         clippy = rustPlatform.buildRustPackage {
           pname = "my-project-clippy";
@@ -49,7 +50,7 @@
         # resolves them.
         image = lib.optionalAttrs (sandcastleLib ? mkSandcastleImage) {
           sandcastleImage = sandcastleLib.mkSandcastleImage
-            (sandcastleLib.imageArgsFromConfig ./.sandcastle/config.toml // {
+            (sandcastle.lib.imageArgsFromConfig ./.sandcastle/config.toml // {
               extraContents = [ rustToolchain pkgs.pkg-config ];
             });
         };
@@ -57,26 +58,18 @@
       {
         packages = image;
 
-        apps = {
-          inherit (sandcastle.apps.${system}) sandcastle;
-        } // lib.optionalAttrs (image ? sandcastleImage) {
-          # nix run .#sandcastleImage | docker load
-          sandcastleImage = {
-            type = "app";
-            program = "${image.sandcastleImage}";
-            meta.description = "Stream the sandcastle image to stdout, for `docker load`";
-          };
-        };
+        # `nix run .#sandcastle`, and `nix run .#sandcastleImage | docker load`.
+        apps = sandcastleLib.mkApps (image.sandcastleImage or null);
 
         checks = { inherit clippy; } // image;
 
         devShells = {
           default = pkgs.mkShell {
-            packages = [ rustToolchain pkgs.pkg-config sandcastle.packages.${system}.helpers ];
+            packages = [ rustToolchain pkgs.pkg-config sandcastleLib.helpers ];
           };
           # What CI needs to run `check`.
           ci = pkgs.mkShell {
-            packages = [ rustToolchain sandcastle.packages.${system}.helpers ];
+            packages = [ rustToolchain sandcastleLib.helpers ];
           };
         };
 

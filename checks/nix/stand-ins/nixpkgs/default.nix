@@ -30,6 +30,10 @@ let
   base = self: {
     inherit lib system config;
 
+    # pkgs/top-level/stage.nix: `extend = f: self.appendOverlays [ f ]`, one
+    # more overlay on the same set.
+    extend = overlay: import ./default.nix { inherit system config; overlays = overlays ++ [ overlay ]; };
+
     stdenv.hostPlatform = {
       inherit system;
       isLinux = lib.hasSuffix "-linux" system;
