@@ -1,0 +1,70 @@
+//! ARCHITECTURE.md's module map and the orchestrator's source agree: every module file of
+//! `helpers/sandcastle/src` has a row, and every row names a file that exists. Test-only files
+//! (`tests.rs`, `docker_tests.rs`) are not modules of the map.
+use std::collections::BTreeSet;
+use std::path::Path;
+
+const MAP_HEADING: &str = "## The orchestrator's modules";
+
+/// The `*.rs` names in the first column of the map's table.
+fn mapped_modules(architecture: &str) -> BTreeSet<String> {
+    let start = architecture
+        .find(MAP_HEADING)
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no heading {MAP_HEADING:?}"));
+    let section = &architecture[start + MAP_HEADING.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    section
+        .lines()
+        .filter_map(|line| line.strip_prefix('|'))
+        .filter_map(|row| row.split('|').next())
+        .flat_map(|first_column| first_column.split('`').skip(1).step_by(2))
+        .filter(|name| name.ends_with(".rs"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn module_files(dir: &Path, src: &Path, found: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            module_files(&path, src, found);
+            continue;
+        }
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.ends_with(".rs") && !name.ends_with("tests.rs") {
+            let relative = path
+                .strip_prefix(src)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            found.insert(relative);
+        }
+    }
+}
+
+#[test]
+fn the_module_map_names_every_module_and_only_modules() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(crate_dir.join("../../ARCHITECTURE.md")).unwrap();
+    let mapped = mapped_modules(&architecture);
+    let src = crate_dir.join("src");
+    let mut files = BTreeSet::new();
+    module_files(&src, &src, &mut files);
+
+    let unmapped: Vec<_> = files.difference(&mapped).collect();
+    let gone: Vec<_> = mapped.difference(&files).collect();
+    assert!(
+        unmapped.is_empty() && gone.is_empty(),
+        "ARCHITECTURE.md's module map and helpers/sandcastle/src differ:\n  \
+         modules without a row: {unmapped:?}\n  rows without a module: {gone:?}\n\
+         add or remove the rows in the table under {MAP_HEADING:?}"
+    );
+}
+
+#[test]
+fn the_map_reader_finds_the_names_in_the_first_column_only() {
+    let text = "# A\n## The orchestrator's modules\n| module | job |\n| --- | --- |\n\
+                | `a.rs`, `b/c.rs` | uses `d.rs` |\n| `e.rs` | x |\n## Next\n| `f.rs` | y |\n";
+    let names: Vec<_> = mapped_modules(text).into_iter().collect();
+    assert_eq!(names, ["a.rs", "b/c.rs", "e.rs"]);
+}
