@@ -73,16 +73,13 @@ pub struct Asked {
     pub answered_at: Option<jiff::Timestamp>,
 }
 
-/// A run report as read back: what [`Report::write`] wrote, older reports included (fields added
-/// since are optional).
+/// A run report as read back: the parts of what [`Report::write`] wrote that `sandcastle report`
+/// uses, older reports included (fields added since are optional; others are not read).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     pub run_id: String,
-    #[serde(default)]
-    pub orchestrator: String,
     pub started_at: jiff::Timestamp,
-    pub finished_at: jiff::Timestamp,
     #[serde(default)]
     pub work: Vec<WorkReport>,
 }
