@@ -11,7 +11,7 @@ use crate::forge::Forge;
 use crate::report::RunRecord;
 use crate::secrets::Redactor;
 use anyhow::{Context as _, Result};
-use figures::{Figures, ForgeFacts};
+use figures::{Figures, ForgeFacts, Spread};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
@@ -190,6 +190,31 @@ fn ask_forge(forge: &Forge, runs: &[RunRecord], pulls_url: String) -> Result<For
     }
     facts.reverted = reverted;
     Ok(facts)
+}
+
+/// How a row shows its values.
+type Show = fn(f64) -> String;
+
+/// The rows of medians and p90s after the costs, the same in the table and on the page.
+fn spread_rows(f: &Figures) -> [(&'static str, &Spread, Show); 7] {
+    let count: Show = |v| v.to_string();
+    [
+        (
+            "ready-for-agent → PR",
+            &f.time.ready_to_pull_seconds,
+            duration,
+        ),
+        ("PR → merge", &f.time.pull_to_merge_seconds, duration),
+        ("iterations per issue", &f.work.iterations, count),
+        ("gate runs per issue", &f.work.gate_runs, count),
+        ("reviewer rounds per issue", &f.work.reviewer_rounds, count),
+        (
+            "questions: time to answer",
+            &f.questions.seconds_to_answer,
+            duration,
+        ),
+        ("asks: time to answer", &f.asks.seconds_to_answer, duration),
+    ]
 }
 
 /// `$1.23`.

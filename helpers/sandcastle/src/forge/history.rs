@@ -21,12 +21,11 @@ pub struct PullFate {
     pub base_branch: String,
 }
 
-/// A commit of a branch: its id, message and when it was made.
+/// A commit of a branch: its id and message.
 #[derive(Debug, Clone)]
 pub struct BranchCommit {
     pub sha: String,
     pub message: String,
-    pub created: Option<Timestamp>,
 }
 
 #[derive(Deserialize)]
@@ -154,12 +153,10 @@ impl Forge {
             let count = commits.len();
             let mut older = false;
             for commit in commits {
-                let created = time(commit.created.as_deref());
-                older |= created.is_some_and(|c| c < since);
+                older |= time(commit.created.as_deref()).is_some_and(|c| c < since);
                 all.push(BranchCommit {
                     sha: commit.sha,
                     message: commit.commit.message,
-                    created,
                 });
             }
             let last = reply

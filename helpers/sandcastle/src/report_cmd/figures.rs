@@ -282,12 +282,12 @@ fn gave_up_reason(work: &WorkReport) -> Option<String> {
 
 /// The commit of `commits` that reverts the merged pull request `fate`: a message saying
 /// `This reverts commit <sha>` of its merge commit or of its head (a rebase or fast-forward merge).
+/// Naming the commit makes it later than the merge; no clock is compared.
 pub fn reverting(fate: &PullFate, commits: &[BranchCommit]) -> Option<String> {
-    let merged_at = fate.merged_at?;
+    fate.merged_at?;
     let ours = [fate.merge_commit.as_deref(), Some(fate.head_sha.as_str())];
     commits
         .iter()
-        .filter(|c| c.created.is_none_or(|at| at >= merged_at))
         .find(|c| {
             reverted_shas(&c.message).any(|sha| {
                 ours.iter()

@@ -2,7 +2,7 @@
 //! fetched (a Content-Security-Policy says so to the browser too). Every string from a report or
 //! the forge passes [`escape`] on its way in.
 use super::figures::{CostSpread, Figures, PullState, Spread};
-use super::{duration, money, percent};
+use super::{Show, duration, money, percent};
 use anyhow::{Context as _, Result};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -49,7 +49,8 @@ color:#1f2328;padding:0 1em}h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1
 margin-top:2em}.sub{color:#59636e}.cards{display:flex;flex-wrap:wrap;gap:.8em}.card{border:1px \
 solid #d1d9e0;border-radius:6px;padding:.6em 1em;min-width:9em}.card b{display:block;\
 font-size:1.4em}table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3em \
-.6em;border-bottom:1px solid #eee}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
+.6em;border-bottom:1px solid #eee}td{white-space:nowrap}td.t{white-space:normal}td.n,th.n{text-align:right;\
+font-variant-numeric:tabular-nums}\
 .merged{color:#1a7f37}.closed{color:#cf222e}.open{color:#0969da}svg text{font:11px sans-serif;\
 fill:#1f2328}.legend span{display:inline-block;width:.8em;height:.8em;margin:0 .3em 0 1em}";
 
@@ -149,28 +150,7 @@ pub fn render(f: &Figures, repo: &str) -> String {
 <th class=\"n\">p90</th><th class=\"n\">n</th></tr>\n";
     cost_rows(&mut page, "cost per issue", &f.cost.per_issue);
     cost_rows(&mut page, "cost per merged PR", &f.cost.per_merged_pull);
-    let rows: [(&str, &Spread, fn(f64) -> String); 7] = [
-        (
-            "ready-for-agent → PR",
-            &f.time.ready_to_pull_seconds,
-            duration,
-        ),
-        ("PR → merge", &f.time.pull_to_merge_seconds, duration),
-        ("iterations per issue", &f.work.iterations, |v| {
-            v.to_string()
-        }),
-        ("gate runs per issue", &f.work.gate_runs, |v| v.to_string()),
-        ("reviewer rounds per issue", &f.work.reviewer_rounds, |v| {
-            v.to_string()
-        }),
-        (
-            "questions: time to answer",
-            &f.questions.seconds_to_answer,
-            duration,
-        ),
-        ("asks: time to answer", &f.asks.seconds_to_answer, duration),
-    ];
-    for (label, spread, show) in rows {
+    for (label, spread, show) in super::spread_rows(f) {
         spread_row(&mut page, label, spread, show);
     }
     let _ = write!(
@@ -205,7 +185,7 @@ Questions: {} asked, {} answered. Asks: {} asked, {} answered.</p>\n",
         let time = |v: Option<f64>| v.map_or("-".to_string(), duration);
         let _ = writeln!(
             page,
-            "<tr><td>{}</td><td>{}</td><td>#{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>\
+            "<tr><td>{}</td><td class=\"t\">{}</td><td>#{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>\
 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             link(&format!("#{}", row.number)),
             link(&row.title),
@@ -231,7 +211,7 @@ Questions: {} asked, {} answered. Asks: {} asked, {} answered.</p>\n",
         for g in &f.gave_up {
             let _ = writeln!(
                 page,
-                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
                 escape(&g.key),
                 super::figures::day_of(g.at),
                 escape(&g.reason)
@@ -243,7 +223,7 @@ Questions: {} asked, {} answered. Asks: {} asked, {} answered.</p>\n",
     page
 }
 
-fn spread_row(page: &mut String, label: &str, spread: &Spread, show: fn(f64) -> String) {
+fn spread_row(page: &mut String, label: &str, spread: &Spread, show: Show) {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), show);
     let _ = writeln!(
         page,
@@ -299,7 +279,8 @@ width=\"100%\" role=\"img\">\n<line x1=\"{LEFT}\" y1=\"{base}\" x2=\"{right}\" y
     );
     let every = weeks.len().div_ceil(12).max(1);
     for (i, week) in weeks.iter().enumerate() {
-        let x0 = LEFT + i as f64 * slot + slot * 0.1;
+        let middle = LEFT + i as f64 * slot + slot / 2.0;
+        let x0 = middle - bar * series.len() as f64 / 2.0;
         for (k, s) in series.iter().enumerate() {
             let Some(value) = s.values.get(i).copied().flatten() else {
                 continue;
@@ -325,7 +306,7 @@ x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{color}\">\
             let _ = writeln!(
                 svg,
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                x0 + slot * 0.4,
+                middle,
                 HEIGHT - BOTTOM + 16.0,
                 escape(week)
             );

@@ -1,14 +1,14 @@
 //! The figures as a terminal table, at most [`WIDTH`] columns.
-use super::figures::{Answers, CostSpread, Figures, Spread};
-use super::{duration, money, one_line, percent};
+use super::figures::{CostSpread, Figures, Spread};
+use super::{Show, money, one_line, percent};
 
 pub const WIDTH: usize = 100;
 
-/// One row: a label, the median, the p90 and the count, then a note.
-fn row(label: &str, spread: &Spread, show: fn(f64) -> String, note: &str) -> String {
+/// One row: a label, the median, the p90 and the count.
+fn row(label: &str, spread: &Spread, show: Show) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), show);
     let line = format!(
-        "{label:<26}{:>11}{:>11}{:>7}  {note}",
+        "{label:<26}{:>11}{:>11}{:>7}",
         cell(spread.median),
         cell(spread.p90),
         spread.count
@@ -17,23 +17,14 @@ fn row(label: &str, spread: &Spread, show: fn(f64) -> String, note: &str) -> Str
 }
 
 fn costs(out: &mut String, label: &str, spread: &CostSpread) {
-    *out += &row(label, &spread.all, money, "");
+    *out += &row(label, &spread.all, money);
     for (role, by_role) in &spread.by_role {
-        *out += &row(&format!("  {}", one_line(role, 22)), by_role, money, "");
+        *out += &row(&format!("  {}", one_line(role, 22)), by_role, money);
     }
 }
 
-fn answers(out: &mut String, label: &str, answers: &Answers) {
-    let note = format!("{} asked, {} answered", answers.asked, answers.answered);
-    *out += &row(label, &answers.seconds_to_answer, duration, &note);
-}
-
-fn count(v: f64) -> String {
-    format!("{v}")
-}
-
 pub fn render(f: &Figures) -> String {
-    let day = |t: Option<jiff::Timestamp>| t.map_or("-".to_string(), |t| super::figures::day_of(t));
+    let day = |t: Option<jiff::Timestamp>| t.map_or("-".to_string(), super::figures::day_of);
     let mut out = format!(
         "sandcastle report: {} run(s) from {} to {}{}\n\n",
         f.runs,
@@ -67,23 +58,13 @@ pub fn render(f: &Figures) -> String {
     out += &format!("{:<26}{:>11}{:>11}{:>7}\n", "", "median", "p90", "n");
     costs(&mut out, "cost per issue", &f.cost.per_issue);
     costs(&mut out, "cost per merged PR", &f.cost.per_merged_pull);
-    out += &row(
-        "ready-for-agent → PR",
-        &f.time.ready_to_pull_seconds,
-        duration,
-        "",
+    for (label, spread, show) in super::spread_rows(f) {
+        out += &row(label, spread, show);
+    }
+    out += &format!(
+        "\nquestions      {} asked, {} answered · asks {} asked, {} answered\n",
+        f.questions.asked, f.questions.answered, f.asks.asked, f.asks.answered
     );
-    out += &row("PR → merge", &f.time.pull_to_merge_seconds, duration, "");
-    out += &row("iterations per issue", &f.work.iterations, count, "");
-    out += &row("gate runs per issue", &f.work.gate_runs, count, "");
-    out += &row(
-        "reviewer rounds per issue",
-        &f.work.reviewer_rounds,
-        count,
-        "",
-    );
-    answers(&mut out, "questions: time to answer", &f.questions);
-    answers(&mut out, "asks: time to answer", &f.asks);
     if !f.gave_up.is_empty() {
         out += &format!("\ngave up ({})\n", f.gave_up.len());
         for g in &f.gave_up {
