@@ -88,6 +88,9 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     };
     run("asks");
     assert!(h.containers().is_empty(), "no container while waiting");
+    let asked = h.last_report()["work"][0]["questions"].clone();
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{asked}");
+    assert!(asked[0]["answeredAt"].is_null(), "{asked}");
     assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
     let comments = h.comments_of(issue);
     assert_eq!(comments.len(), 1, "{comments:?}");
@@ -164,6 +167,36 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     assert_eq!(
         report["work"][0]["roles"]["implementer"]["iterations"], 1,
         "this run took one turn, the answer's: {report}"
+    );
+    let answered = &report["work"][0]["questions"][0];
+    assert_eq!(answered["id"], asked[0]["id"], "{report}");
+    assert!(answered["answeredAt"].is_string(), "{report}");
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    assert_eq!(report["work"][0]["pull"], pull, "{report}");
+
+    // `sandcastle report` over the three runs: one question, asked in one run, answered in another.
+    let figures = h.sandcastle(&["report", "--json"]);
+    assert!(
+        figures.status.success(),
+        "{}",
+        String::from_utf8_lossy(&figures.stderr)
+    );
+    let figures: Value = serde_json::from_slice(&figures.stdout).unwrap();
+    assert_eq!(figures["runs"], 3, "{figures}");
+    assert_eq!(figures["questions"]["asked"], 1, "{figures}");
+    assert_eq!(figures["questions"]["answered"], 1, "{figures}");
+    assert!(
+        figures["questions"]["secondsToAnswer"]["median"]
+            .as_f64()
+            .unwrap()
+            >= 2.0
+    );
+    assert_eq!(figures["pulls"]["opened"], 1, "{figures}");
+    assert_eq!(figures["pulls"]["open"], 1, "{figures}");
+    assert_eq!(figures["pullRequests"][0]["number"], pull, "{figures}");
+    assert_eq!(
+        figures["time"]["readyToPullSeconds"]["count"], 1,
+        "{figures}"
     );
 }
 
