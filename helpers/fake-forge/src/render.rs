@@ -272,17 +272,10 @@ impl Render<'_> {
         issue: &StoredIssue,
         comment: &Comment,
     ) -> Value {
-        let issue_url = format!(
-            "{}{}/{}/issues/{}",
-            self.root, repo.owner, repo.name, issue.number
-        );
-        let pull_url = issue
-            .pull
-            .as_ref()
-            .map_or(String::new(), |_| self.issue_url(repo, issue));
+        let (html_url, issue_url, pull_url) = self.entry_links(repo, issue, comment.id);
         json!({
             "id": comment.id,
-            "html_url": format!("{}#issuecomment-{}", self.issue_url(repo, issue), comment.id),
+            "html_url": html_url,
             "pull_request_url": pull_url,
             "issue_url": issue_url,
             "user": self.login(users, &comment.author),
@@ -293,6 +286,18 @@ impl Render<'_> {
             "created_at": comment.created,
             "updated_at": comment.updated,
         })
+    }
+
+    /// A comment's or timeline entry's `html_url`, `issue_url` and `pull_request_url` (empty on an
+    /// issue).
+    fn entry_links(&self, repo: &Repo, issue: &StoredIssue, id: i64) -> (String, String, String) {
+        let page = self.issue_url(repo, issue);
+        let issue_url = format!(
+            "{}{}/{}/issues/{}",
+            self.root, repo.owner, repo.name, issue.number
+        );
+        let pull_url = issue.pull.as_ref().map_or(String::new(), |_| page.clone());
+        (format!("{page}#issuecomment-{id}"), issue_url, pull_url)
     }
 
     /// A comment as a timeline entry (`type` `comment`).
@@ -326,19 +331,16 @@ impl Render<'_> {
         event: &LabelEvent,
         label: &Label,
     ) -> Value {
-        let issue_url = format!(
-            "{}{}/{}/issues/{}",
-            self.root, repo.owner, repo.name, issue.number
-        );
+        let (html_url, issue_url, pull_url) = self.entry_links(repo, issue, event.id);
         json!({
             "id": event.id,
             "type": "label",
             "body": if event.added { "1" } else { "" },
             "label": self.label(repo, label),
             "user": self.login(users, &event.by),
-            "html_url": format!("{}#issuecomment-{}", self.issue_url(repo, issue), event.id),
+            "html_url": html_url,
             "issue_url": issue_url,
-            "pull_request_url": issue.pull.as_ref().map_or(String::new(), |_| self.issue_url(repo, issue)),
+            "pull_request_url": pull_url,
             "created_at": event.at,
             "updated_at": event.at,
         })

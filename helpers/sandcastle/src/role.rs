@@ -165,5 +165,11 @@ mod tests {
         for slug in ["planner", "issue-", "issue-04", "pr-x", "issue-1-2"] {
             assert_eq!(WorkKey::from_slug(slug), None, "{slug}");
         }
+        for key in [WorkKey::Plan, WorkKey::Issue(42), WorkKey::Pull(7)] {
+            assert_eq!(WorkKey::from_report(&key.to_string()), Some(key));
+        }
+        for text in ["issue #", "issue #04", "pr 7", "issue #1 ", "planner"] {
+            assert_eq!(WorkKey::from_report(text), None, "{text}");
+        }
     }
 }
