@@ -56,6 +56,9 @@ pub struct WorkReport {
     /// The asks (`sandcastle ask`) taken or settled in this run, one per revision.
     #[serde(default)]
     pub asks: Vec<Asked>,
+    /// When this run first recorded the work (a long-running loop's report spans weeks).
+    #[serde(default)]
+    pub started_at: Option<jiff::Timestamp>,
     #[serde(skip)]
     started: Option<Instant>,
     #[serde(default)]
@@ -131,6 +134,7 @@ impl Report {
             clarification: None,
             questions: Vec::new(),
             asks: Vec::new(),
+            started_at: Some(jiff::Timestamp::now()),
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -285,7 +289,7 @@ impl Report {
         out + &tally_row("total", "", &Self::total(&work), "")
     }
 
-    /// Writes `<dir>/run-<timestamp>.json` and returns its path.
+    /// Writes `<dir>/run-<run id>.json` (again: it is replaced whole) and returns its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
         let file = RunFile {
@@ -298,10 +302,15 @@ impl Report {
         };
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("run-{}.json", self.run_id));
-        let tmp = path.with_extension("json.tmp");
         let text = self.redactor.redact(&serde_json::to_string_pretty(&file)?);
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        // A file of its own for each write (a pass and a stop may write at once), renamed whole.
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        tmp.persist(&path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
 }

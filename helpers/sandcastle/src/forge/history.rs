@@ -130,7 +130,7 @@ impl Forge {
     }
 
     /// The commits of `branch`, newest first, down to the first made before `since` (a branch's
-    /// history can be long; what came before is not needed).
+    /// history can be long; what came before is not needed); none when the branch is gone.
     pub fn commits_since(&self, branch: &str, since: Timestamp) -> Result<Vec<BranchCommit>> {
         let path = self.repo_path("/commits");
         let limit = PAGE_SIZE.to_string();
@@ -146,8 +146,11 @@ impl Forge {
                 ("limit", limit.as_str()),
             ];
             let reply = self.send(&path, Method::Get(&query))?;
-            if reply.status != 200 {
-                return Err(self.failure("GET", &path, &reply));
+            match reply.status {
+                200 => {}
+                // The branch is gone, or the repository empty: nothing there reverts anything.
+                404 | 409 => return Ok(all),
+                _ => return Err(self.failure("GET", &path, &reply)),
             }
             let commits: Vec<ApiCommit> = parse(&reply, &path)?;
             let count = commits.len();

@@ -151,7 +151,7 @@ pub struct GaveUp {
 pub struct Week {
     /// The Monday that starts the week (UTC).
     pub week: String,
-    /// What the runs that started this week cost.
+    /// What the work started this week cost (by when each run first recorded it).
     pub cost_usd: f64,
     pub pulls_opened: usize,
     pub pulls_merged: usize,
@@ -383,7 +383,8 @@ impl Figures {
             for work in &run.work {
                 let spent = work.total.usage.cost_usd;
                 cost.total_usd += spent;
-                week_entry(&mut weeks, run.started_at).cost_usd += spent;
+                let started = work.started_at.unwrap_or(run.started_at);
+                week_entry(&mut weeks, started).cost_usd += spent;
                 match WorkKey::from_report(&work.key) {
                     Some(WorkKey::Plan) => cost.planning_usd += spent,
                     Some(WorkKey::Issue(n)) => issues.entry(n).or_default().add(work),

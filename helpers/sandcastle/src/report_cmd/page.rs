@@ -242,6 +242,19 @@ fn cost_rows(page: &mut String, label: &str, spread: &CostSpread) {
     }
 }
 
+/// The axis's top: the smallest of 1, 2, 2.5 or 5 times a power of ten at or above `x`.
+fn round_up(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return 1.0;
+    }
+    let power = 10f64.powf(x.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|top| *top >= x)
+        .unwrap_or(10.0 * power)
+}
+
 struct Series<'a> {
     name: &'a str,
     color: &'a str,
@@ -260,7 +273,7 @@ fn chart(id: &str, weeks: &[String], series: &[Series], show: impl Fn(f64) -> St
         .iter()
         .flat_map(|s| s.values.iter().flatten())
         .fold(0.0_f64, |a, b| a.max(*b));
-    let scale = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let scale = round_up(top * 1.05);
     let plot = HEIGHT - BOTTOM - TOP;
     let slot = (WIDTH - LEFT - 10.0) / weeks.len().max(1) as f64;
     let bar = (slot * 0.8 / series.len().max(1) as f64).min(60.0);
@@ -268,13 +281,19 @@ fn chart(id: &str, weeks: &[String], series: &[Series], show: impl Fn(f64) -> St
         "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
 width=\"100%\" role=\"img\">\n<line x1=\"{LEFT}\" y1=\"{base}\" x2=\"{right}\" y2=\"{base}\" stroke=\"#888\"/>\
 <line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\" stroke=\"#888\"/>\
+<line x1=\"{LEFT}\" y1=\"{mid}\" x2=\"{right}\" y2=\"{mid}\" stroke=\"#e5e5e5\"/>\
+<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{right}\" y2=\"{TOP}\" stroke=\"#e5e5e5\"/>\
 <text x=\"{tx}\" y=\"{base}\" text-anchor=\"end\">{zero}</text>\
+<text x=\"{tx}\" y=\"{mid_label}\" text-anchor=\"end\">{half}</text>\
 <text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{max}</text>\n",
         base = HEIGHT - BOTTOM,
+        mid = TOP + plot / 2.0,
+        mid_label = TOP + plot / 2.0 + 4.0,
         right = WIDTH - 10.0,
         tx = LEFT - 6.0,
-        ty = TOP + 10.0,
+        ty = TOP + 4.0,
         zero = escape(&show(0.0)),
+        half = escape(&show(scale / 2.0)),
         max = escape(&show(scale)),
     );
     let every = weeks.len().div_ceil(12).max(1);

@@ -435,6 +435,21 @@ fn the_question_command_answers_and_the_work_goes_on() {
     std::fs::write(here.join("answer.tmp"), answer.to_string()).unwrap();
     std::fs::rename(here.join("answer.tmp"), here.join("answer.json")).unwrap();
     wait_for("the pull request", &mut run, || h.pulls().len() == 1);
+    // The pass that opened it leaves the run report current while the loop runs on.
+    let logs = h.project().join(".sandcastle/logs");
+    wait_for("the run report of that pass", &mut run, || {
+        std::fs::read_dir(&logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
+            .filter_map(|e| serde_json::from_slice::<Value>(&std::fs::read(e.path()).ok()?).ok())
+            .any(|report| report["work"][0]["pull"].is_u64())
+    });
+    let figures = h.sandcastle(&["report", "--json"]);
+    let figures: Value = serde_json::from_slice(&figures.stdout).unwrap();
+    assert_eq!(figures["pulls"]["opened"], 1, "{figures}");
+    assert_eq!(figures["questions"]["answered"], 1, "{figures}");
     sigterm(&run);
     let output = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
