@@ -140,7 +140,7 @@ pub struct Answers {
 pub struct GaveUp {
     /// `issue #4`, `pr #9`.
     pub key: String,
-    /// The run that gave it up.
+    /// The run that gave it up, and when that run took the work up.
     pub run_id: String,
     pub at: Timestamp,
     pub reason: String,
@@ -395,7 +395,7 @@ impl Figures {
                     gave_up.push(GaveUp {
                         key: work.key.clone(),
                         run_id: run.run_id.clone(),
-                        at: run.started_at,
+                        at: started,
                         reason,
                     });
                 }
