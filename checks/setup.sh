@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root), idempotently:
-# Docker, Nix 2.x, jq, tmux, curl and npm from Debian; the real Claude Code CLI from npm; deadnix and
-# nixpkgs-fmt from crates.io. Then starts the Docker engine.
+# Docker, Nix 2.x, jq, tmux, curl, npm and chromium (the report page's test) from Debian; the real
+# Claude Code CLI from npm; deadnix and nixpkgs-fmt from crates.io. Then starts the Docker engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
 missing=()
-for pair in docker:docker.io dockerd:docker.io nix-instantiate:nix-bin jq:jq tmux:tmux git:git curl:curl npm:npm; do
+for pair in docker:docker.io dockerd:docker.io nix-instantiate:nix-bin jq:jq tmux:tmux git:git curl:curl npm:npm \
+  chromium:chromium; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then

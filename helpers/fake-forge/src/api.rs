@@ -167,6 +167,8 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
             })
         }
         ("POST", "/repos/{owner}/{repo}/issues/{index}/comments") => create_comment(call),
+        ("GET", "/repos/{owner}/{repo}/issues/{index}/timeline") => timeline(call),
+        ("GET", "/repos/{owner}/{repo}/commits") => list_commits(call),
         ("PATCH", "/repos/{owner}/{repo}/issues/comments/{id}") => edit_comment(call),
         ("DELETE", "/repos/{owner}/{repo}/issues/comments/{id}") => delete_comment(call),
         ("GET", "/repos/{owner}/{repo}/pulls") => list_pulls(call),
@@ -470,6 +472,45 @@ fn create_issue(call: &Call) -> ApiResult<Reply> {
     ))
 }
 
+/// An issue's timeline: its comments and its label changes, oldest first (other events are not
+/// kept).
+fn timeline(call: &Call) -> ApiResult<Reply> {
+    call.unsupported_filters(&["since", "before"])?;
+    call.with_repo(|state, repo| {
+        let issue = repo.issue(call.index()?)?;
+        let render = call.render();
+        let mut events: Vec<(&str, i64, Value)> = repo
+            .comments_on(issue.number)
+            .map(|c| {
+                let value = render.comment_event(&state.users, repo, issue, c);
+                (c.created.as_str(), c.id, value)
+            })
+            .collect();
+        for event in repo.label_events.iter().filter(|e| e.issue == issue.number) {
+            if let Some(label) = repo.label(event.label) {
+                let value = render.label_event(&state.users, repo, issue, event, label);
+                events.push((event.at.as_str(), event.id, value));
+            }
+        }
+        events.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        Ok(call.page(events.into_iter().map(|(_, _, v)| v).collect()))
+    })
+}
+
+/// Commits reachable from `sha` (a branch; the default branch without it), newest first.
+fn list_commits(call: &Call) -> ApiResult<Reply> {
+    call.unsupported_filters(&["path", "not"])?;
+    call.with_repo(|_, repo| {
+        let branch = call.query("sha").unwrap_or(&repo.default_branch);
+        let dir = call.shared.repo_dir(&repo.owner, &repo.name);
+        let commits = git::log(&dir, branch)
+            .map_err(|e| ApiError::new(500, e.to_string()))?
+            .ok_or_else(|| ApiError::not_found(format!("branch {branch} does not exist")))?;
+        let render = call.render();
+        Ok(call.page(commits.iter().map(|c| render.commit(repo, c)).collect()))
+    })
+}
+
 fn issue_labels(call: &Call, repo: &Repo, issue: &StoredIssue) -> Value {
     let render = call.render();
     issue
@@ -482,7 +523,7 @@ fn issue_labels(call: &Call, repo: &Repo, issue: &StoredIssue) -> Value {
 
 /// `labels` holds ids or names, not both; unknown ones are dropped as Forgejo drops them.
 fn add_issue_labels(call: &Call) -> ApiResult<Reply> {
-    call.caller()?;
+    let caller = call.caller()?.to_string();
     let given = call.body["labels"].as_array().cloned().unwrap_or_default();
     let numbers = given.iter().filter(|v| v.is_number()).count();
     let names = given.iter().filter(|v| v.is_string()).count();
@@ -509,7 +550,7 @@ fn add_issue_labels(call: &Call) -> ApiResult<Reply> {
             })
             .collect();
         let number = call.index()?;
-        repo.label_issue(number, &ids)?;
+        repo.label_issue(number, &ids, &caller)?;
         Ok(Reply::json(
             200,
             issue_labels(call, repo, repo.issue(number)?),
@@ -518,13 +559,13 @@ fn add_issue_labels(call: &Call) -> ApiResult<Reply> {
 }
 
 fn remove_issue_label(call: &Call) -> ApiResult<Reply> {
-    call.caller()?;
+    let caller = call.caller()?.to_string();
     let id = call.param("id");
     let id: i64 = id
         .parse()
         .map_err(|_| ApiError::invalid(format!("label does not exist [id: {id}]")))?;
     call.with_repo_mut(|repo| {
-        repo.unlabel_issue(call.index()?, id)?;
+        repo.unlabel_issue(call.index()?, id, &caller)?;
         Ok(Reply::empty())
     })
 }

@@ -173,3 +173,76 @@ pub fn refs(git_dir: &Path) -> Result<BTreeMap<String, String>> {
         .map(|(name, sha)| (name.to_string(), sha.to_string()))
         .collect())
 }
+
+/// A commit as the commits API shows it.
+pub struct LoggedCommit {
+    pub sha: String,
+    pub parents: Vec<String>,
+    /// The committer's date, RFC 3339.
+    pub date: String,
+    pub author: String,
+    pub email: String,
+    pub message: String,
+    pub tree: String,
+}
+
+/// The commits reachable from `branch`, newest first; `None` when the branch does not exist.
+pub fn log(git_dir: &Path, branch: &str) -> Result<Option<Vec<LoggedCommit>>> {
+    let Some(tip) = rev_parse(git_dir, branch)? else {
+        return Ok(None);
+    };
+    let mut command = git(git_dir);
+    command.args([
+        "log",
+        "-z",
+        "--format=%H%x1f%P%x1f%cI%x1f%an%x1f%ae%x1f%T%x1f%B",
+        &tip,
+    ]);
+    let listing = run(command, None)?;
+    let commits = listing
+        .split('\0')
+        .filter(|entry| !entry.trim().is_empty())
+        .filter_map(|entry| {
+            let fields: Vec<&str> = entry.trim_start_matches('\n').splitn(7, '\x1f').collect();
+            let [sha, parents, date, author, email, tree, message] = fields[..] else {
+                return None;
+            };
+            Some(LoggedCommit {
+                sha: sha.to_string(),
+                parents: parents.split_whitespace().map(str::to_string).collect(),
+                date: date.to_string(),
+                author: author.to_string(),
+                email: email.to_string(),
+                message: message.trim_end().to_string() + "\n",
+                tree: tree.to_string(),
+            })
+        })
+        .collect();
+    Ok(Some(commits))
+}
+
+/// Merges `head` (a commit) into `base` (a branch) with a merge commit, as Forgejo's `merge` style
+/// does; a conflict is an error. Returns the merge commit.
+pub fn merge(git_dir: &Path, base: &str, head: &str, message: &str) -> Result<String> {
+    let base_sha = rev_parse(git_dir, base)?.with_context(|| format!("no branch {base}"))?;
+    let mut tree = git(git_dir);
+    tree.args(["merge-tree", "--write-tree", &base_sha, head]);
+    let tree = run(tree, None).context("the branches conflict")?;
+    let tree = tree.lines().next().unwrap_or_default().to_string();
+    let mut commit = git(git_dir);
+    commit.args([
+        "commit-tree",
+        &tree,
+        "-p",
+        &base_sha,
+        "-p",
+        head,
+        "-m",
+        message,
+    ]);
+    let sha = run(commit, None)?;
+    let mut update = git(git_dir);
+    update.args(["update-ref", &format!("refs/heads/{base}"), &sha, &base_sha]);
+    run(update, None)?;
+    Ok(sha)
+}

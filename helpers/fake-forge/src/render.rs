@@ -1,7 +1,8 @@
 //! Forgejo's JSON shapes for the state's objects, with the fields a real server sends.
 use serde_json::{Value, json};
 
-use crate::state::{Repo, StoredIssue, User};
+use crate::git::LoggedCommit;
+use crate::state::{LabelEvent, Repo, StoredIssue, User};
 use crate::{Comment, Label, Review, ReviewComment};
 
 /// Renders objects with URLs built from the forge's root URL (Forgejo's `ROOT_URL`).
@@ -185,11 +186,11 @@ impl Render<'_> {
             "comments": repo.comments_on(issue.number).count(),
             "created_at": issue.created,
             "updated_at": issue.updated,
-            "closed_at": null,
+            "closed_at": issue.closed_at,
             "due_date": null,
             "pull_request": issue.pull.as_ref().map(|_| json!({
-                "merged": false,
-                "merged_at": null,
+                "merged": issue.merged.is_some(),
+                "merged_at": issue.merged.as_ref().map(|m| &m.at),
                 "draft": false,
                 "html_url": html_url,
             })),
@@ -246,11 +247,11 @@ impl Render<'_> {
             "html_url": html_url,
             "diff_url": format!("{html_url}.diff"),
             "patch_url": format!("{html_url}.patch"),
-            "mergeable": true,
-            "merged": false,
-            "merged_at": null,
-            "merge_commit_sha": null,
-            "merged_by": null,
+            "mergeable": !issue.closed,
+            "merged": issue.merged.is_some(),
+            "merged_at": issue.merged.as_ref().map(|m| &m.at),
+            "merge_commit_sha": issue.merged.as_ref().map(|m| &m.commit),
+            "merged_by": issue.merged.as_ref().map(|m| self.login(users, &m.by)),
             "allow_maintainer_edit": false,
             "base": branch(&pull.base, &git.base_sha, repo),
             "head": branch(&pull.head, &git.head_sha, head_repo),
@@ -258,7 +259,7 @@ impl Render<'_> {
             "due_date": null,
             "created_at": issue.created,
             "updated_at": issue.updated,
-            "closed_at": null,
+            "closed_at": issue.closed_at,
             "pin_order": 0,
             "flow": 0,
         })
@@ -271,17 +272,10 @@ impl Render<'_> {
         issue: &StoredIssue,
         comment: &Comment,
     ) -> Value {
-        let issue_url = format!(
-            "{}{}/{}/issues/{}",
-            self.root, repo.owner, repo.name, issue.number
-        );
-        let pull_url = issue
-            .pull
-            .as_ref()
-            .map_or(String::new(), |_| self.issue_url(repo, issue));
+        let (html_url, issue_url, pull_url) = self.entry_links(repo, issue, comment.id);
         json!({
             "id": comment.id,
-            "html_url": format!("{}#issuecomment-{}", self.issue_url(repo, issue), comment.id),
+            "html_url": html_url,
             "pull_request_url": pull_url,
             "issue_url": issue_url,
             "user": self.login(users, &comment.author),
@@ -291,6 +285,94 @@ impl Render<'_> {
             "assets": [],
             "created_at": comment.created,
             "updated_at": comment.updated,
+        })
+    }
+
+    /// A comment's or timeline entry's `html_url`, `issue_url` and `pull_request_url` (empty on an
+    /// issue).
+    fn entry_links(&self, repo: &Repo, issue: &StoredIssue, id: i64) -> (String, String, String) {
+        let page = self.issue_url(repo, issue);
+        let issue_url = format!(
+            "{}{}/{}/issues/{}",
+            self.root, repo.owner, repo.name, issue.number
+        );
+        let pull_url = issue.pull.as_ref().map_or(String::new(), |_| page.clone());
+        (format!("{page}#issuecomment-{id}"), issue_url, pull_url)
+    }
+
+    /// A comment as a timeline entry (`type` `comment`).
+    pub fn comment_event(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        issue: &StoredIssue,
+        comment: &Comment,
+    ) -> Value {
+        let rendered = self.comment(users, repo, issue, comment);
+        json!({
+            "id": comment.id,
+            "type": "comment",
+            "body": comment.body,
+            "user": rendered["user"],
+            "html_url": rendered["html_url"],
+            "issue_url": rendered["issue_url"],
+            "pull_request_url": rendered["pull_request_url"],
+            "created_at": comment.created,
+            "updated_at": comment.updated,
+        })
+    }
+
+    /// A label added (`body` `"1"`) or removed (`body` `""`), as Forgejo's timeline shows it.
+    pub fn label_event(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        issue: &StoredIssue,
+        event: &LabelEvent,
+        label: &Label,
+    ) -> Value {
+        let (html_url, issue_url, pull_url) = self.entry_links(repo, issue, event.id);
+        json!({
+            "id": event.id,
+            "type": "label",
+            "body": if event.added { "1" } else { "" },
+            "label": self.label(repo, label),
+            "user": self.login(users, &event.by),
+            "html_url": html_url,
+            "issue_url": issue_url,
+            "pull_request_url": pull_url,
+            "created_at": event.at,
+            "updated_at": event.at,
+        })
+    }
+
+    /// A commit as the commits API lists it (no stats, files or verification asked for).
+    pub fn commit(&self, repo: &Repo, commit: &LoggedCommit) -> Value {
+        let api = format!("{}api/v1/repos/{}/{}/git", self.root, repo.owner, repo.name);
+        let html = format!("{}{}/{}/commit", self.root, repo.owner, repo.name);
+        let person = json!({"name": commit.author, "email": commit.email, "date": commit.date});
+        json!({
+            "url": format!("{api}/commits/{}", commit.sha),
+            "sha": commit.sha,
+            "created": commit.date,
+            "html_url": format!("{html}/{}", commit.sha),
+            "commit": {
+                "url": format!("{api}/commits/{}", commit.sha),
+                "author": person,
+                "committer": person,
+                "message": commit.message,
+                "tree": {"url": format!("{api}/trees/{}", commit.tree), "sha": commit.tree, "created": commit.date},
+                "verification": null,
+            },
+            "author": null,
+            "committer": null,
+            "parents": commit.parents.iter().map(|p| json!({
+                "url": format!("{api}/commits/{p}"),
+                "sha": p,
+                "created": commit.date,
+            })).collect::<Vec<_>>(),
+            "files": null,
+            "stats": null,
         })
     }
 

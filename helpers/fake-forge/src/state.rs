@@ -49,6 +49,26 @@ pub struct Repo {
     pub parent: Option<String>,
     /// `(login, permission)`: `read`, `write` or `admin` (the owner is `owner`).
     pub collaborators: Vec<(String, String)>,
+    /// Labels added to and removed from issues, for their timelines.
+    pub label_events: Vec<LabelEvent>,
+}
+
+/// A label added to or removed from an issue: one `label` entry of its timeline.
+pub struct LabelEvent {
+    pub id: i64,
+    pub issue: u64,
+    pub label: i64,
+    pub added: bool,
+    pub by: String,
+    pub at: String,
+}
+
+/// How a pull request was merged.
+pub struct Merged {
+    pub at: String,
+    pub by: String,
+    /// The merge commit on the base branch.
+    pub commit: String,
 }
 
 /// An issue or a pull request: they share one number space, labels and comments.
@@ -64,6 +84,9 @@ pub struct StoredIssue {
     pub created: String,
     /// Bumped, as Forgejo does, by comments, reviews and label changes.
     pub updated: String,
+    pub closed_at: Option<String>,
+    /// A merged pull request (it is closed too).
+    pub merged: Option<Merged>,
 }
 
 pub struct PullInfo {
@@ -137,6 +160,7 @@ impl State {
             reviews: Vec::new(),
             parent: None,
             collaborators: Vec::new(),
+            label_events: Vec::new(),
         };
         self.repos.push(repo);
     }
@@ -243,6 +267,9 @@ impl Repo {
         let mut label_ids = new.label_ids.to_vec();
         label_ids.sort_unstable();
         label_ids.dedup();
+        for label in &label_ids {
+            self.record_label(number, *label, true, new.author, &new.now);
+        }
         self.issues.push(StoredIssue {
             id: self.ids.next(),
             number,
@@ -254,13 +281,49 @@ impl Repo {
             pull: new.pull,
             created: new.now.clone(),
             updated: new.now,
+            closed_at: None,
+            merged: None,
         });
         Ok(self.issues.last().expect("just pushed"))
     }
 
     pub fn close(&mut self, number: u64) -> ApiResult<()> {
-        self.issue_mut(number)?.closed = true;
+        let issue = self.issue_mut(number)?;
+        if !issue.closed {
+            issue.closed = true;
+            issue.closed_at = Some(crate::server::now());
+        }
         Ok(())
+    }
+
+    /// Marks open pull request `number` merged (and closed) by `by` with `commit` on its base.
+    pub fn mark_merged(&mut self, number: u64, by: &str, commit: String) -> ApiResult<()> {
+        self.pull(number)?;
+        let issue = self.issue_mut(number)?;
+        if issue.closed {
+            return Err(ApiError::new(405, "the pull request is closed"));
+        }
+        let now = crate::server::now();
+        issue.closed = true;
+        issue.closed_at = Some(now.clone());
+        issue.updated = now.clone();
+        issue.merged = Some(Merged {
+            at: now,
+            by: by.to_string(),
+            commit,
+        });
+        Ok(())
+    }
+
+    fn record_label(&mut self, issue: u64, label: i64, added: bool, by: &str, at: &str) {
+        self.label_events.push(LabelEvent {
+            id: self.ids.next(),
+            issue,
+            label,
+            added,
+            by: by.to_string(),
+            at: at.to_string(),
+        });
     }
 
     /// An open pull request from the same head (branch and repository) into the same base.
@@ -275,31 +338,41 @@ impl Repo {
 
     /// Adds labels to an issue; ids that are not labels of this repository are dropped, as
     /// Forgejo drops them.
-    pub fn label_issue(&mut self, number: u64, ids: &[i64]) -> ApiResult<&StoredIssue> {
-        let known: Vec<i64> = ids
+    pub fn label_issue(&mut self, number: u64, ids: &[i64], by: &str) -> ApiResult<&StoredIssue> {
+        let carried = self.issue(number)?.label_ids.clone();
+        let mut new: Vec<i64> = ids
             .iter()
             .copied()
-            .filter(|id| self.label(*id).is_some())
+            .filter(|id| self.label(*id).is_some() && !carried.contains(id))
             .collect();
+        new.sort_unstable();
+        new.dedup();
+        let now = crate::server::now();
+        for label in &new {
+            self.record_label(number, *label, true, by, &now);
+        }
         let issue = self.issue_mut(number)?;
-        issue.label_ids.extend(known);
+        issue.label_ids.extend(new);
         issue.label_ids.sort_unstable();
-        issue.label_ids.dedup();
-        issue.updated = crate::server::now();
+        issue.updated = now;
         Ok(issue)
     }
 
     /// Removes a label from an issue. An id that is no label is a 422; a label the issue does not
     /// carry is fine.
-    pub fn unlabel_issue(&mut self, number: u64, id: i64) -> ApiResult<()> {
+    pub fn unlabel_issue(&mut self, number: u64, id: i64, by: &str) -> ApiResult<()> {
         if self.label(id).is_none() {
             return Err(ApiError::invalid(format!(
                 "label does not exist [id: {id}]"
             )));
         }
+        let now = crate::server::now();
+        if self.issue(number)?.label_ids.contains(&id) {
+            self.record_label(number, id, false, by, &now);
+        }
         let issue = self.issue_mut(number)?;
         issue.label_ids.retain(|l| *l != id);
-        issue.updated = crate::server::now();
+        issue.updated = now;
         Ok(())
     }
 

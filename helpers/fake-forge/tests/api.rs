@@ -425,3 +425,100 @@ fn requests_outside_the_swagger_are_refused_and_recorded() {
     assert!(violations[2].contains("per_page"), "{violations:?}");
     assert!(forge.issues("alice/demo").is_empty() && forge.labels("alice/demo").is_empty());
 }
+
+#[test]
+fn merged_and_closed_pull_requests_the_commits_list_and_label_timelines() {
+    let (forge, alice, bob) = forge();
+    forge
+        .create_label("alice/demo", "ready-for-agent", "#0e8a16")
+        .unwrap();
+    let issue = forge
+        .create_issue("alice/demo", "bob", "an issue", "", &["ready-for-agent"])
+        .unwrap();
+    forge
+        .commit_file("alice/demo", "one", "one.txt", "1\n", "Add one")
+        .unwrap();
+    forge
+        .commit_file("alice/demo", "two", "two.txt", "2\n", "Add two")
+        .unwrap();
+    let one = forge
+        .create_pull("alice/demo", "alice", "one", "main", "One", &[])
+        .unwrap();
+    let two = forge
+        .create_pull("alice/demo", "alice", "two", "main", "Two", &[])
+        .unwrap();
+
+    let merge = forge.merge("alice/demo", one, "bob").unwrap();
+    forge.close("alice/demo", two).unwrap();
+    assert!(forge.merge("alice/demo", two, "bob").is_err(), "closed");
+    let merged = alice.get(&format!("{REPO}/pulls/{one}"));
+    assert_eq!(merged.json["merged"], true);
+    assert_eq!(merged.json["state"], "closed");
+    assert_eq!(merged.json["merge_commit_sha"], merge.as_str());
+    assert_eq!(merged.json["merged_by"]["login"], "bob");
+    assert!(merged.json["merged_at"].is_string() && merged.json["closed_at"].is_string());
+    let closed = alice.get(&format!("{REPO}/pulls/{two}"));
+    assert_eq!(closed.json["merged"], false);
+    assert_eq!(closed.json["state"], "closed");
+    assert!(closed.json["merged_at"].is_null());
+    let as_issue = alice.get(&format!("{REPO}/issues/{one}"));
+    assert_eq!(as_issue.json["pull_request"]["merged"], true);
+
+    forge
+        .commit_file(
+            "alice/demo",
+            "main",
+            "one.txt",
+            "",
+            &format!("Revert \"One\"\n\nThis reverts commit {merge}.\n"),
+        )
+        .unwrap();
+    let commits = alice.get(&format!("{REPO}/commits?sha=main&limit=2&stat=false"));
+    assert_eq!(commits.status, 200, "{}", commits.json);
+    assert_eq!(
+        commits.total,
+        Some(4),
+        "initial, one, its merge, the revert"
+    );
+    let newest = &commits.json[0];
+    assert!(
+        newest["commit"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("This reverts commit {merge}.")),
+        "{newest}"
+    );
+    assert_eq!(commits.json[1]["sha"], merge.as_str());
+    assert_eq!(commits.json[1]["parents"].as_array().unwrap().len(), 2);
+    assert_eq!(alice.get(&format!("{REPO}/commits?sha=nope")).status, 404);
+
+    alice.post(
+        &format!("{REPO}/issues/{issue}/comments"),
+        json!({"body": "on it"}),
+    );
+    assert_eq!(
+        bob.delete(&format!(
+            "{REPO}/issues/{issue}/labels/{}",
+            forge.labels("alice/demo")[0].id
+        ))
+        .status,
+        204
+    );
+    let timeline = alice.get(&format!("{REPO}/issues/{issue}/timeline"));
+    assert_eq!(timeline.status, 200, "{}", timeline.json);
+    let kinds: Vec<(&str, &str)> = timeline
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["body"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("label", "1"), ("comment", "on it"), ("label", "")]);
+    assert_eq!(timeline.json[0]["label"]["name"], "ready-for-agent");
+    assert_eq!(timeline.json[0]["user"]["login"], "bob");
+    assert!(
+        forge.schema_violations().is_empty(),
+        "{:?}",
+        forge.schema_violations()
+    );
+}

@@ -19,6 +19,8 @@ pub use forge::{escape, replies_after};
 use crate::context::Context;
 use crate::publish::post_once;
 use crate::questions::{self, Questions, Reply};
+use crate::report::Asked;
+use crate::role::WorkKey;
 use crate::state::{Answer, Channel, Waiting, WorkState};
 use anyhow::Result;
 use jiff::Timestamp;
@@ -202,6 +204,8 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
     ctx.forge.add_labels(number, &["needs-info"])?;
     let waiting = state.waiting.as_ref().expect("read above");
     ctx.handlers.mark_asked(&waiting.id);
+    ctx.report
+        .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
     for handler in reachable(ctx) {
         match handler {
             Handler::Terminal => {
@@ -245,6 +249,8 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
     if let Some(answer) = waiting.answer.clone() {
         state.save(&ctx.state_dir())?;
         let waiting = state.waiting.as_ref().expect("just read");
+        ctx.report
+            .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
         forge::settle(ctx, number, waiting, &answer)?;
         ctx.forge.remove_label(number, "needs-info")?;
         answers::remove(&ctx.project, &waiting.id)?;
@@ -273,6 +279,15 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
     } else {
         Poll::Pending
     })
+}
+
+/// The question as the run report keeps it: when it was asked and answered.
+fn asked(waiting: &Waiting) -> Asked {
+    Asked {
+        id: waiting.id.clone(),
+        asked_at: waiting.asked_at,
+        answered_at: waiting.answer.as_ref().map(|a| a.at),
+    }
 }
 
 /// `sandcastle answer`: checks `text` against the waiting questions and leaves the answer for

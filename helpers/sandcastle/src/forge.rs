@@ -12,6 +12,9 @@
 //! Creating a label or a comment is sent once.
 use std::time::Duration;
 
+mod history;
+pub use history::{BranchCommit, PullFate};
+
 use crate::secrets::Redactor;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::de::DeserializeOwned;

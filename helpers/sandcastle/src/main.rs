@@ -27,6 +27,7 @@ mod prompts;
 mod publish;
 mod questions;
 mod report;
+mod report_cmd;
 mod reviews;
 mod role;
 mod run;
@@ -84,6 +85,10 @@ enum Command {
         #[arg(required = true, value_name = "TEXT")]
         text: Vec<String>,
     },
+    /// What the loop achieved and what it cost: pull requests opened, merged, closed and reverted,
+    /// cost per issue and per merged PR, times, iterations, gate and reviewer rounds, questions,
+    /// give-ups; a table, `--json`, or a page with charts (`--html FILE`).
+    Report(report_cmd::ReportArgs),
     /// Inside a sandbox: ask a person without stopping (the answer is a later prompt). Prints
     /// `{"key":…,"revision":…,"status":"open"}`; a refused ask exits 2 with one line.
     Ask(ask::AskArgs),
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
         Some(Command::Answer { issue, text }) => {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
+        Some(Command::Report(args)) => report_cmd::report(&project, &args),
         Some(Command::Ask(_)) => unreachable!("answered above, without a project"),
     });
     match result {

@@ -13,6 +13,7 @@ use crate::context::Context;
 use crate::forge::Pull;
 use crate::prompts;
 use crate::publish::post_once;
+use crate::report::Asked;
 use crate::role::WorkKey;
 use crate::sandbox::Sandbox;
 use crate::state::{Phase, WorkState};
@@ -153,6 +154,8 @@ pub fn take(
         settled: None,
         marked: false,
     });
+    let open = state.ask.as_ref().expect("just set");
+    ctx.report.record_ask(&key.to_string(), asked(open));
     state.save(&ctx.state_dir())?;
     publish_pending(ctx, key, state)
 }
@@ -187,6 +190,15 @@ pub fn publish(ctx: &Context, number: u64, open: &mut OpenAsk) -> Result<()> {
     let newest = ctx.forge.comments(number)?.iter().map(|c| c.id).max();
     open.after = newest.or(open.comment).unwrap_or(1);
     Ok(())
+}
+
+/// The ask's revision as the run report keeps it: when it was taken and settled.
+fn asked(open: &OpenAsk) -> Asked {
+    Asked {
+        id: format!("{}/{}", open.id, open.ask.revision),
+        asked_at: open.taken_at,
+        answered_at: open.settled.as_ref().map(|s| s.at),
+    }
 }
 
 fn marker(open: &OpenAsk) -> String {
@@ -229,6 +241,7 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
             .unwrap_or_default();
         open.next_poll = now + jiff::SignedDuration::try_from(wait).unwrap_or_default();
         if let Some(settled) = &open.settled {
+            ctx.report.record_ask(&key.to_string(), asked(open));
             let telling = Telling {
                 key: format!("{}/{}@{}", open.id, open.ask.revision, settled.at),
                 prompt: prompts::ask_answer(&open.ask, settled),

@@ -156,10 +156,16 @@ fn run_parallel(ctx: &Context, pieces: Vec<Piece>, base: &str, summary: &mut Pas
         let key = piece.key().to_string();
         let result = claimed(ctx, piece, base);
         let line = match &result {
-            Ok(outcome) => outcome.to_string(),
-            Err(e) => format!("failed: {}", ctx.redactor.error(e)),
+            Ok(outcome) => {
+                ctx.report.set_result(&key, outcome);
+                outcome.to_string()
+            }
+            Err(e) => {
+                let line = format!("failed: {}", ctx.redactor.error(e));
+                ctx.report.set_outcome(&key, &line);
+                line
+            }
         };
-        ctx.report.set_outcome(&key, &line);
         ctx.progress.finish(&key, &line);
         result
     });

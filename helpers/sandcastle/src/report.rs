@@ -1,17 +1,19 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
-//! `.sandcastle/logs/run-<timestamp>.json`.
+//! `.sandcastle/logs/run-<timestamp>.json`, and that file read back ([`RunRecord`]) for
+//! `sandcastle report`.
 use crate::role::Role;
 use crate::secrets::Redactor;
+use crate::state::Outcome;
 use crate::stream::Usage;
 use anyhow::{Context as _, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct RoleTally {
     /// Turns that count against `maxIterations`.
     pub iterations: u32,
@@ -21,22 +23,68 @@ pub struct RoleTally {
     pub duration_seconds: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkReport {
     /// `issue #42`, `pr #7`, `plan`.
     pub key: String,
     pub outcome: String,
+    /// The pull request this work opened (an issue) or reworked (a pull request), if it did.
+    #[serde(default)]
+    pub pull: Option<u64>,
+    /// Why the work was given up or stopped short, if it was.
+    #[serde(default)]
+    pub gave_up: Option<String>,
+    #[serde(default)]
     pub roles: BTreeMap<String, RoleTally>,
+    #[serde(default)]
     pub total: RoleTally,
-    /// Times the orchestrator ran `check` on this work in this run, and whether the last run passed.
+    /// Times the orchestrator ran `check` on this work in this run, and whether the first and the
+    /// last run passed.
+    #[serde(default)]
     pub gate_runs: u32,
+    #[serde(default)]
+    pub gate_first_passed: Option<bool>,
+    #[serde(default)]
     pub gate_passed: Option<bool>,
     /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
+    #[serde(default)]
     pub clarification: Option<String>,
+    /// The questions to a person (`<questions>`, clarification) asked or answered in this run.
+    #[serde(default)]
+    pub questions: Vec<Asked>,
+    /// The asks (`sandcastle ask`) taken or settled in this run, one per revision.
+    #[serde(default)]
+    pub asks: Vec<Asked>,
+    /// When this run first recorded the work (a long-running loop's report spans weeks).
+    #[serde(default)]
+    pub started_at: Option<jiff::Timestamp>,
     #[serde(skip)]
     started: Option<Instant>,
+    #[serde(default)]
     pub duration_seconds: f64,
+}
+
+/// A question or an ask: when it went to a person and when one answered. The same `id` in several
+/// run reports is one question asked in one run and answered in a later one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Asked {
+    pub id: String,
+    pub asked_at: jiff::Timestamp,
+    #[serde(default)]
+    pub answered_at: Option<jiff::Timestamp>,
+}
+
+/// A run report as read back: the parts of what [`Report::write`] wrote that `sandcastle report`
+/// uses, older reports included (fields added since are optional; others are not read).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub run_id: String,
+    pub started_at: jiff::Timestamp,
+    #[serde(default)]
+    pub work: Vec<WorkReport>,
 }
 
 #[derive(Serialize)]
@@ -76,11 +124,17 @@ impl Report {
         let entry = work.entry(key.to_string()).or_insert_with(|| WorkReport {
             key: key.to_string(),
             outcome: "unfinished".to_string(),
+            pull: None,
+            gave_up: None,
             roles: BTreeMap::new(),
             total: RoleTally::default(),
             gate_runs: 0,
+            gate_first_passed: None,
             gate_passed: None,
             clarification: None,
+            questions: Vec::new(),
+            asks: Vec::new(),
+            started_at: Some(jiff::Timestamp::now()),
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -117,9 +171,22 @@ impl Report {
     /// One run of the gate on `key`.
     pub fn record_gate(&self, key: &str, passed: bool) {
         self.with_work(key, |work| {
+            if work.gate_runs == 0 {
+                work.gate_first_passed = Some(passed);
+            }
             work.gate_runs += 1;
             work.gate_passed = Some(passed);
         });
+    }
+
+    /// A question to a person on `key` (`id`), asked at `asked_at`, answered at `answered_at`.
+    pub fn record_question(&self, key: &str, asked: Asked) {
+        self.with_work(key, |work| upsert(&mut work.questions, asked));
+    }
+
+    /// An ask of `key`'s agent (one revision), taken at `asked_at`, settled at `answered_at`.
+    pub fn record_ask(&self, key: &str, asked: Asked) {
+        self.with_work(key, |work| upsert(&mut work.asks, asked));
     }
 
     /// What clarifying `key` came to: degraded, waiting for an answer, clear enough to start.
@@ -136,6 +203,19 @@ impl Report {
     /// Cost so far on `key`, for the progress view.
     pub fn cost(&self, key: &str) -> f64 {
         self.with_work(key, |work| work.total.usage.cost_usd)
+    }
+
+    /// How the work on `key` came out: the line, and the pull request or the reason it was given up.
+    pub fn set_result(&self, key: &str, outcome: &Outcome) {
+        self.set_outcome(key, &outcome.to_string());
+        self.with_work(key, |work| match outcome {
+            Outcome::PullRequest(number) => work.pull = Some(*number),
+            Outcome::GaveUp { iterations } => {
+                work.gave_up = Some(format!("not completed in {iterations} iteration(s)"))
+            }
+            Outcome::Stopped(why) => work.gave_up = Some(why.clone()),
+            _ => {}
+        });
     }
 
     pub fn set_outcome(&self, key: &str, outcome: &str) {
@@ -209,7 +289,7 @@ impl Report {
         out + &tally_row("total", "", &Self::total(&work), "")
     }
 
-    /// Writes `<dir>/run-<timestamp>.json` and returns its path.
+    /// Writes `<dir>/run-<run id>.json` (again: it is replaced whole) and returns its path.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
         let file = RunFile {
@@ -222,11 +302,24 @@ impl Report {
         };
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("run-{}.json", self.run_id));
-        let tmp = path.with_extension("json.tmp");
         let text = self.redactor.redact(&serde_json::to_string_pretty(&file)?);
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        // A file of its own for each write (a pass and a stop may write at once), renamed whole.
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        tmp.persist(&path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
+    }
+}
+
+/// Adds `asked`, or completes the entry with its id (an answer seen after the question).
+fn upsert(list: &mut Vec<Asked>, asked: Asked) {
+    match list.iter_mut().find(|a| a.id == asked.id) {
+        Some(known) => known.answered_at = asked.answered_at.or(known.answered_at),
+        None => list.push(asked),
     }
 }
 

@@ -91,6 +91,18 @@ impl WorkKey {
         (key.slug() == slug).then_some(key)
     }
 
+    /// The key a report names (`plan`, `issue #42`, `pr #7`), if any: its `Display` read back.
+    pub fn from_report(text: &str) -> Option<WorkKey> {
+        let key = match text {
+            "plan" => WorkKey::Plan,
+            _ => match text.strip_prefix("issue #") {
+                Some(n) => WorkKey::Issue(n.parse().ok()?),
+                None => WorkKey::Pull(text.strip_prefix("pr #")?.parse().ok()?),
+            },
+        };
+        (key.to_string() == text).then_some(key)
+    }
+
     /// The issue's or pull request's number; the planner's pass has none.
     pub fn number(self) -> Option<u64> {
         match self {
@@ -152,6 +164,12 @@ mod tests {
         }
         for slug in ["planner", "issue-", "issue-04", "pr-x", "issue-1-2"] {
             assert_eq!(WorkKey::from_slug(slug), None, "{slug}");
+        }
+        for key in [WorkKey::Plan, WorkKey::Issue(42), WorkKey::Pull(7)] {
+            assert_eq!(WorkKey::from_report(&key.to_string()), Some(key));
+        }
+        for text in ["issue #", "issue #04", "pr 7", "issue #1 ", "planner"] {
+            assert_eq!(WorkKey::from_report(text), None, "{text}");
         }
     }
 }

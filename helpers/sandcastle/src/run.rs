@@ -64,6 +64,13 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
         if single_pass {
             break;
         }
+        // Kept current while the loop runs, so `sandcastle report` sees this run before it ends.
+        if summary.worked > 0
+            && let Err(e) = ctx.report.write(&ctx.logs_dir())
+        {
+            ctx.progress
+                .note(&format!("cannot write the run report: {e:#}"));
+        }
         if let Some(limit) = ctx.config.budget.max_cost_per_run
             && ctx.report.total_cost() >= limit
         {

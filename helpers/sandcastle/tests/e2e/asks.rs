@@ -149,6 +149,14 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     assert!(asks[0].contains("**Answered** by carol at"), "{}", asks[0]);
     assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
     assert_eq!(state(&h, "issue-1")["told"].as_array().unwrap().len(), 1);
+    let report = h.last_report();
+    let asked = &report["work"][0]["asks"];
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{report}");
+    assert!(
+        asked[0]["id"].as_str().unwrap().ends_with("/1"),
+        "one entry per revision: {report}"
+    );
+    assert!(asked[0]["answeredAt"].is_string(), "{report}");
 }
 
 /// (b) A second ask replaces the first: revision 2, the same comment edited.

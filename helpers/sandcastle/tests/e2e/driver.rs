@@ -106,7 +106,13 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
     );
     let report = h.last_report();
     assert_eq!(report["work"][0]["gateRuns"], 2, "{report}");
+    assert_eq!(report["work"][0]["gateFirstPassed"], false, "{report}");
     assert_eq!(report["work"][0]["gatePassed"], true, "{report}");
+    assert_eq!(
+        report["work"][0]["pull"],
+        h.pulls()[0]["number"],
+        "{report}"
+    );
 }
 
 /// (c) A reviewer that does not approve on its first round: its findings reach the implementer,

@@ -88,6 +88,9 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     };
     run("asks");
     assert!(h.containers().is_empty(), "no container while waiting");
+    let asked = h.last_report()["work"][0]["questions"].clone();
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{asked}");
+    assert!(asked[0]["answeredAt"].is_null(), "{asked}");
     assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
     let comments = h.comments_of(issue);
     assert_eq!(comments.len(), 1, "{comments:?}");
@@ -164,6 +167,36 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     assert_eq!(
         report["work"][0]["roles"]["implementer"]["iterations"], 1,
         "this run took one turn, the answer's: {report}"
+    );
+    let answered = &report["work"][0]["questions"][0];
+    assert_eq!(answered["id"], asked[0]["id"], "{report}");
+    assert!(answered["answeredAt"].is_string(), "{report}");
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    assert_eq!(report["work"][0]["pull"], pull, "{report}");
+
+    // `sandcastle report` over the three runs: one question, asked in one run, answered in another.
+    let figures = h.sandcastle(&["report", "--json"]);
+    assert!(
+        figures.status.success(),
+        "{}",
+        String::from_utf8_lossy(&figures.stderr)
+    );
+    let figures: Value = serde_json::from_slice(&figures.stdout).unwrap();
+    assert_eq!(figures["runs"], 3, "{figures}");
+    assert_eq!(figures["questions"]["asked"], 1, "{figures}");
+    assert_eq!(figures["questions"]["answered"], 1, "{figures}");
+    assert!(
+        figures["questions"]["secondsToAnswer"]["median"]
+            .as_f64()
+            .unwrap()
+            >= 2.0
+    );
+    assert_eq!(figures["pulls"]["opened"], 1, "{figures}");
+    assert_eq!(figures["pulls"]["open"], 1, "{figures}");
+    assert_eq!(figures["pullRequests"][0]["number"], pull, "{figures}");
+    assert_eq!(
+        figures["time"]["readyToPullSeconds"]["count"], 1,
+        "{figures}"
     );
 }
 
@@ -402,6 +435,21 @@ fn the_question_command_answers_and_the_work_goes_on() {
     std::fs::write(here.join("answer.tmp"), answer.to_string()).unwrap();
     std::fs::rename(here.join("answer.tmp"), here.join("answer.json")).unwrap();
     wait_for("the pull request", &mut run, || h.pulls().len() == 1);
+    // The pass that opened it leaves the run report current while the loop runs on.
+    let logs = h.project().join(".sandcastle/logs");
+    wait_for("the run report of that pass", &mut run, || {
+        std::fs::read_dir(&logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
+            .filter_map(|e| serde_json::from_slice::<Value>(&std::fs::read(e.path()).ok()?).ok())
+            .any(|report| report["work"][0]["pull"].is_u64())
+    });
+    let figures = h.sandcastle(&["report", "--json"]);
+    let figures: Value = serde_json::from_slice(&figures.stdout).unwrap();
+    assert_eq!(figures["pulls"]["opened"], 1, "{figures}");
+    assert_eq!(figures["questions"]["answered"], 1, "{figures}");
     sigterm(&run);
     let output = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
