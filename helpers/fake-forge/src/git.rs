@@ -173,3 +173,61 @@ pub fn refs(git_dir: &Path) -> Result<BTreeMap<String, String>> {
         .map(|(name, sha)| (name.to_string(), sha.to_string()))
         .collect())
 }
+
+/// The commit a branch, tag or commit id names, if any.
+pub fn resolve(git_dir: &Path, rev: &str) -> Result<Option<String>> {
+    let mut command = git(git_dir);
+    command.args([
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        &format!("{rev}^{{commit}}"),
+    ]);
+    let output = command
+        .stderr(Stdio::null())
+        .output()
+        .context("running git rev-parse")?;
+    Ok(output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()))
+}
+
+/// The tree of merging `head` into `base`, or `None` when they conflict (git's `merge-tree`, which
+/// touches no work tree).
+fn merged_tree(git_dir: &Path, base: &str, head: &str) -> Result<Option<String>> {
+    let mut command = git(git_dir);
+    command.args(["merge-tree", "--write-tree", "--no-messages", base, head]);
+    let output = command.output().context("running git merge-tree")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match output.status.code() {
+        Some(0) => Ok(stdout.lines().next().map(str::to_string)),
+        Some(1) => Ok(None),
+        _ => bail!(
+            "git merge-tree failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ),
+    }
+}
+
+/// Whether `head` merges into `base` without conflicts.
+pub fn merges_cleanly(git_dir: &Path, base: &str, head: &str) -> Result<bool> {
+    Ok(merged_tree(git_dir, base, head)?.is_some())
+}
+
+/// Merges `head` into `branch` with a merge commit; `None` (and nothing changed) when they
+/// conflict. Returns the merge commit.
+pub fn merge(git_dir: &Path, branch: &str, head: &str, message: &str) -> Result<Option<String>> {
+    let base = rev_parse(git_dir, branch)?.with_context(|| format!("no branch {branch}"))?;
+    let Some(tree) = merged_tree(git_dir, &base, head)? else {
+        return Ok(None);
+    };
+    let mut commit = git(git_dir);
+    commit.args(["commit-tree", &tree, "-p", &base, "-p", head, "-m", message]);
+    let sha = run(commit, None)?;
+    let mut update = git(git_dir);
+    update.args(["update-ref", &format!("refs/heads/{branch}"), &sha, &base]);
+    run(update, None)?;
+    Ok(Some(sha))
+}

@@ -166,6 +166,7 @@ impl Shared {
                 head_owner,
                 base: pull.base.to_string(),
                 head_sha,
+                merged: None,
             }),
             now: now(),
         })?;

@@ -49,7 +49,27 @@ pub struct Repo {
     pub parent: Option<String>,
     /// `(login, permission)`: `read`, `write` or `admin` (the owner is `owner`).
     pub collaborators: Vec<(String, String)>,
+    /// Commit statuses, oldest first.
+    pub statuses: Vec<CommitStatus>,
 }
+
+/// A status a CI reported for one commit under one context (`ci/test`); a later one with the same
+/// context replaces it in the combined status.
+#[derive(Debug, Clone)]
+pub struct CommitStatus {
+    pub id: i64,
+    pub sha: String,
+    /// `pending`, `success`, `error`, `failure` or `warning`.
+    pub state: String,
+    pub context: String,
+    pub description: String,
+    pub target_url: String,
+    pub creator: String,
+    pub created: String,
+}
+
+/// Forgejo's order of status states, worst first: a combined status is its worst state.
+const STATES_WORST_FIRST: [&str; 5] = ["error", "failure", "warning", "pending", "success"];
 
 /// An issue or a pull request: they share one number space, labels and comments.
 pub struct StoredIssue {
@@ -73,6 +93,14 @@ pub struct PullInfo {
     pub base: String,
     /// The head commit when the pull request was opened; used if the branch is deleted later.
     pub head_sha: String,
+    /// Once merged: the merge commit, when, and by whom.
+    pub merged: Option<Merged>,
+}
+
+pub struct Merged {
+    pub sha: String,
+    pub at: String,
+    pub by: String,
 }
 
 pub struct NewIssue<'a> {
@@ -137,6 +165,7 @@ impl State {
             reviews: Vec::new(),
             parent: None,
             collaborators: Vec::new(),
+            statuses: Vec::new(),
         };
         self.repos.push(repo);
     }
@@ -258,6 +287,22 @@ impl Repo {
         Ok(self.issues.last().expect("just pushed"))
     }
 
+    /// A merged pull request is closed, with its merge commit.
+    pub fn mark_merged(&mut self, number: u64, sha: String, by: &str) -> ApiResult<()> {
+        let issue = self.issue_mut(number)?;
+        let now = crate::server::now();
+        issue.closed = true;
+        issue.updated = now.clone();
+        if let Some(pull) = issue.pull.as_mut() {
+            pull.merged = Some(Merged {
+                sha,
+                at: now,
+                by: by.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     pub fn close(&mut self, number: u64) -> ApiResult<()> {
         self.issue_mut(number)?.closed = true;
         Ok(())
@@ -364,6 +409,56 @@ impl Repo {
         }
         self.comments.remove(at);
         Ok(())
+    }
+
+    /// Records a status of commit `sha` (a full id the caller resolved).
+    pub fn add_status(
+        &mut self,
+        sha: &str,
+        state: &str,
+        fields: [&str; 3],
+        creator: &str,
+    ) -> ApiResult<&CommitStatus> {
+        if !STATES_WORST_FIRST.contains(&state) {
+            return Err(ApiError::new(
+                400,
+                format!(
+                    "invalid state {state:?}: want pending, success, error, failure or warning"
+                ),
+            ));
+        }
+        let [context, description, target_url] = fields;
+        self.statuses.push(CommitStatus {
+            id: self.ids.next(),
+            sha: sha.to_string(),
+            state: state.to_string(),
+            context: if context.is_empty() {
+                "default"
+            } else {
+                context
+            }
+            .to_string(),
+            description: description.to_string(),
+            target_url: target_url.to_string(),
+            creator: creator.to_string(),
+            created: crate::server::now(),
+        });
+        Ok(self.statuses.last().expect("just pushed"))
+    }
+
+    /// The latest status of each context on `sha`, by context, and their combined state (the
+    /// worst); `None` without statuses, which Forgejo answers with an empty combined status.
+    pub fn combined_status(&self, sha: &str) -> (Vec<&CommitStatus>, Option<&'static str>) {
+        let mut latest: Vec<&CommitStatus> = Vec::new();
+        for status in self.statuses.iter().filter(|s| s.sha == sha) {
+            latest.retain(|s| s.context != status.context);
+            latest.push(status);
+        }
+        latest.sort_by(|a, b| a.context.cmp(&b.context));
+        let state = STATES_WORST_FIRST
+            .into_iter()
+            .find(|state| latest.iter().any(|s| s.state == *state));
+        (latest, state)
     }
 
     pub fn comments_on(&self, number: u64) -> impl Iterator<Item = &Comment> {
