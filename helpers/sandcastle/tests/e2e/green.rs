@@ -1,0 +1,238 @@
+//! Pull requests that keep themselves green: a failing CI status or a merge conflict on one of
+//! sandcastle's own `ready-for-human` pull requests goes back to the pr-fixer, within its rounds.
+use crate::harness::Harness;
+use crate::{COMPLETE, commit, docker_or_skip, reviewer};
+use serde_json::{Value, json};
+use std::process::Command;
+
+const KEEP_GREEN: &str = "keeping a pull request green";
+
+/// The pr-fixer keeping a pull request green: one new commit a round, then done.
+fn green_fixer() -> Value {
+    json!({"match": KEEP_GREEN, "turns": [
+        {"bash": "date +%s%N >> ci-fix.txt && git add ci-fix.txt && git commit -qm 'Fix CI'", "description": "fix"},
+        {"text": format!("The test expected a trailing newline; fixed. {COMPLETE}")}]})
+}
+
+/// Conversations of the pr-fixer keeping a pull request green.
+fn green_rounds(h: &Harness) -> usize {
+    h.anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.prompt.contains(KEEP_GREEN) && r.turn == 0)
+        .count()
+}
+
+fn head(h: &Harness, pull: u64) -> String {
+    h.get(&format!("/pulls/{pull}"))["head"]["sha"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn set_status(h: &Harness, sha: &str, state: &str) {
+    h.post(
+        &format!("/statuses/{sha}"),
+        json!({"state": state, "context": "ci/test", "description": format!("FAILING-TEST-7 says {state}"),
+               "target_url": "http://127.0.0.1:9/ci/runs/7"}),
+    );
+}
+
+fn is_ancestor(h: &Harness, ancestor: &str, descendant: &str) -> bool {
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(
+            h.forge
+                .bare_repo_path(crate::harness::OWNER, crate::harness::NAME),
+        )
+        .args(["merge-base", "--is-ancestor", ancestor, descendant])
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// Issue #1 implemented and published by one run: its pull request's number.
+fn published(h: &Harness) -> u64 {
+    let issue = h.create_issue("Answer", "Write answer.txt.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(output.status.success());
+    let pulls = h.pulls();
+    assert_eq!(pulls.len(), 1);
+    pulls[0]["number"].as_u64().unwrap()
+}
+
+/// Pending is waited for; each failure on sandcastle's own head gets one round (a pr-fixer turn,
+/// the reviewer, a fast-forward push, `ready-for-human` back and one comment); after `ciRounds`
+/// rounds one comment asks a person, once.
+#[test]
+fn failing_ci_gets_a_round_each_until_the_rounds_run_out() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(), green_fixer(),
+            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
+        "",
+    );
+    let pull = published(&h);
+    let first = head(&h, pull);
+
+    set_status(&h, &first, "pending");
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(green_rounds(&h), 0, "a pending status is waited for");
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+
+    set_status(&h, &first, "failure");
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(green_rounds(&h), 1);
+    let prompt = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .find(|r| r.prompt.contains(KEEP_GREEN))
+        .unwrap()
+        .prompt;
+    let fenced = |part: &str| {
+        let inside = part.split("<<<end untrusted").next().unwrap_or_default();
+        inside.contains("FAILING-TEST-7 says failure") && inside.contains("ci/runs/7")
+    };
+    assert!(
+        prompt.split("<<<untrusted").skip(1).any(fenced),
+        "the failing status reaches the prompt fenced: {prompt}"
+    );
+    let second = head(&h, pull);
+    assert_ne!(second, first);
+    assert!(is_ancestor(&h, &first, &second), "pushed fast-forward");
+    assert_eq!(h.remote_log("sandcastle/issue-1")[0], "Fix CI");
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+    let comments = h.comments_of(pull);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].contains("sandcastle fixed failing CI"),
+        "{comments:?}"
+    );
+    assert!(
+        comments[0].contains("The reviewer approved it"),
+        "{comments:?}"
+    );
+
+    set_status(&h, &second, "error");
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(green_rounds(&h), 2, "the second round");
+    let third = head(&h, pull);
+    assert!(is_ancestor(&h, &second, &third));
+    assert_eq!(h.comments_of(pull).len(), 2);
+
+    set_status(&h, &third, "failure");
+    for run in 0..2 {
+        assert!(h.sandcastle(&["run", "--once"]).status.success());
+        assert_eq!(green_rounds(&h), 2, "no third round: ciRounds = 2");
+        let comments = h.comments_of(pull);
+        assert_eq!(comments.len(), 3, "one comment asks a person: {comments:?}");
+        assert!(comments[2].contains("please take a look"), "{comments:?}");
+        assert_eq!(head(&h, pull), third);
+        assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+        if run == 0 {
+            let report = h.last_report();
+            assert!(report.to_string().contains("asked a person"), "{report}");
+        }
+    }
+    assert!(
+        h.forge
+            .pushes()
+            .iter()
+            .all(|p| p.updates.iter().all(|u| u.old.is_none()
+                || is_ancestor(&h, u.old.as_deref().unwrap(), u.new.as_deref().unwrap())))
+    );
+    assert!(
+        h.forge.schema_violations().is_empty(),
+        "{:?}",
+        h.forge.schema_violations()
+    );
+    assert!(h.containers().is_empty(), "no container left");
+}
+
+/// A person pushed to the branch after CI failed on sandcastle's head: the pull request is theirs.
+#[test]
+fn a_pull_request_a_person_pushed_to_is_left_alone() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(), green_fixer(),
+            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
+        "",
+    );
+    let pull = published(&h);
+    set_status(&h, &head(&h, pull), "failure");
+    let theirs = h
+        .forge
+        .commit_file(
+            crate::harness::REPO,
+            "sandcastle/issue-1",
+            "mine.txt",
+            "mine\n",
+            "A person's fix",
+        )
+        .unwrap();
+    set_status(&h, &theirs, "failure");
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+    assert_eq!(green_rounds(&h), 0);
+    assert_eq!(head(&h, pull), theirs);
+    assert!(h.comments_of(pull).is_empty());
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("left to whoever pushed it"),
+        "said why"
+    );
+}
+
+/// Adding `ready-for-human` back fails after the push and the comment (every retry): the run
+/// fails that work, and the next run finishes it from the saved state with no second comment,
+/// round or push.
+#[test]
+fn a_round_stopped_between_the_push_and_the_relabel_finishes_on_the_next_run() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(),
+            {"match": KEEP_GREEN, "turns": [
+                {"bash": "touch started && sleep 5 && echo fixed > ci-fix.txt && git add ci-fix.txt && git commit -qm 'Fix CI'", "description": "fix"},
+                {"text": format!("Fixed. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
+        "",
+    );
+    let pull = published(&h);
+    set_status(&h, &head(&h, pull), "failure");
+    let mut run = h.start_until(&["run", "--once"], "/home/agent/workspace/started");
+    // `ready-for-agent` is on by now; the next label added is `ready-for-human`, after the comment.
+    assert_eq!(h.labels_of(pull), ["ready-for-agent"]);
+    h.forge
+        .inject_faults(
+            "POST /repos/{owner}/{repo}/issues/{index}/labels",
+            4,
+            fake_forge::Fault {
+                status: 500,
+                retry_after: None,
+            },
+        )
+        .unwrap();
+    run.wait().unwrap();
+    assert_eq!(h.forge.pending_faults(), 0, "every retry failed");
+    assert_eq!(h.remote_log("sandcastle/issue-1")[0], "Fix CI", "pushed");
+    assert_eq!(h.comments_of(pull).len(), 1);
+    assert_eq!(h.labels_of(pull), ["ready-for-agent"]);
+    let pushes = h.forge.push_count();
+
+    let again = h.sandcastle(&["run", "--once"]);
+    assert!(again.status.success());
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+    let comments = h.comments_of(pull);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].contains("sandcastle fixed failing CI"));
+    assert_eq!(h.forge.push_count(), pushes, "nothing pushed twice");
+    assert_eq!(green_rounds(&h), 1, "no second round");
+    assert!(h.containers().is_empty(), "no container left");
+}
