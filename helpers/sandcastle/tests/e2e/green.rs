@@ -236,3 +236,68 @@ fn a_round_stopped_between_the_push_and_the_relabel_finishes_on_the_next_run() {
     assert_eq!(green_rounds(&h), 1, "no second round");
     assert!(h.containers().is_empty(), "no container left");
 }
+
+/// Two issues worked in parallel edit the same line; once the first pull request merges, the
+/// second conflicts: the pr-fixer merges the default branch into it and resolves the conflict,
+/// and sandcastle pushes that on top (no force), with `ready-for-human` back and one comment.
+#[test]
+fn a_conflict_after_the_other_pull_request_merged_is_merged_away_without_a_force_push() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let plan = r#"<plan>{"issues":[{"id":1,"title":"One","branch":"sandcastle/issue-1"},{"id":2,"title":"Two","branch":"sandcastle/issue-2"}]}</plan>"#;
+    let edit = |word: &str| json!({"bash": format!("echo {word} > same.txt && git add same.txt && git commit -qm 'Say {word}'"), "description": "edit"});
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: planner", "turns": [{"text": plan}]},
+            reviewer(),
+            {"match": KEEP_GREEN, "turns": [
+                {"bash": "git merge -q origin/main; printf 'one\\ntwo\\n' > same.txt && git add same.txt && git commit -q --no-edit", "description": "merge"},
+                {"text": format!("Merged main and kept both lines. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [edit("one"), {"text": COMPLETE}]},
+            {"match": "The issue: #2\n", "turns": [edit("two"), {"text": COMPLETE}]},
+        ]),
+        "maxConcurrency = 2",
+    );
+    h.create_issue("One", "Write one.", &["ready-for-agent"]);
+    h.create_issue("Two", "Write two.", &["ready-for-agent"]);
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let pull_of = |branch: &str| {
+        h.pulls()
+            .iter()
+            .find(|p| p["head"]["ref"] == branch)
+            .unwrap()["number"]
+            .as_u64()
+            .unwrap()
+    };
+    let (first, second) = (pull_of("sandcastle/issue-1"), pull_of("sandcastle/issue-2"));
+    h.post(&format!("/pulls/{first}/merge"), json!({"Do": "merge"}));
+    assert_eq!(h.get(&format!("/pulls/{second}"))["mergeable"], false);
+    let before = head(&h, second);
+
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(green_rounds(&h), 1);
+    let after = head(&h, second);
+    assert!(is_ancestor(&h, &before, &after), "no force-push");
+    let main = h.remote_log("main");
+    assert!(main[0].starts_with("Merge pull request"), "{main:?}");
+    assert_eq!(
+        h.remote_file("sandcastle/issue-2", "same.txt"),
+        "one\ntwo\n"
+    );
+    let pull = h.get(&format!("/pulls/{second}"));
+    assert_eq!(pull["mergeable"], true, "{pull}");
+    assert_eq!(h.labels_of(second), ["ready-for-human"]);
+    let comments = h.comments_of(second);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].contains("sandcastle fixed a merge conflict"),
+        "{comments:?}"
+    );
+    assert!(
+        h.forge.schema_violations().is_empty(),
+        "{:?}",
+        h.forge.schema_violations()
+    );
+    assert!(h.containers().is_empty(), "no container left");
+}
