@@ -64,6 +64,28 @@ impl Record {
         std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
     }
 
+    /// Every pull request's record, by number.
+    pub fn all(dir: &Path) -> Result<Vec<(u64, Record)>> {
+        let green = dir.join("green");
+        let entries = match std::fs::read_dir(&green) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", green.display())),
+        };
+        let mut all = Vec::new();
+        for entry in entries {
+            let name = entry?.file_name();
+            let number = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("pr-")?.strip_suffix(".json")?.parse().ok());
+            if let Some(number) = number {
+                all.push((number, Record::load(dir, number)?));
+            }
+        }
+        all.sort_by_key(|(number, _)| *number);
+        Ok(all)
+    }
+
     fn rounds(&self, trouble: &Trouble) -> u32 {
         match trouble {
             Trouble::Ci { .. } => self.ci_rounds,
@@ -81,6 +103,34 @@ pub fn pushed(ctx: &Context, pull: u64, head: &str) -> Result<()> {
         record.save(&dir, pull)?;
     }
     Ok(())
+}
+
+/// One line per pull request sandcastle kept green or is keeping green (rounds spent of the
+/// limits, a round in progress, a person asked), from the saved state alone: for `sandcastle
+/// questions`.
+pub fn listing(dir: &Path, autopilot: &sandcastle_config::Autopilot) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for (number, record) in Record::all(dir)? {
+        if record.tried.is_empty() {
+            continue;
+        }
+        let mut line = format!(
+            "pr #{number} kept green: {} of {} CI round(s), {} of {} conflict round(s)",
+            record.ci_rounds,
+            autopilot.ci_rounds,
+            record.conflict_rounds,
+            autopilot.conflict_rounds
+        );
+        let state = WorkState::resume(dir, &WorkKey::Pull(number).slug())?;
+        if let Some(trouble) = state.and_then(|s| s.green) {
+            line += &format!("; a round on {} is in progress", trouble.what());
+        }
+        for key in &record.asked {
+            line += &format!("; `{key}` ran out and a person was asked to look");
+        }
+        lines.push(line);
+    }
+    Ok(lines)
 }
 
 /// The round in progress on `pull`, if any: its saved work, unfinished.
