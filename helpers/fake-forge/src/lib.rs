@@ -1,7 +1,9 @@
 //! A Forgejo-API-compatible server for tests, on 127.0.0.1 with in-memory state.
 //!
 //! It serves the parts of Forgejo's REST API v1 that sandcastle uses (users, repositories, labels,
-//! issues, comments, pull requests, reviews) with Forgejo's behaviours, and each repository over
+//! issues, comments, pull requests with `mergeable` computed from the hosted repository by `git
+//! merge-tree`, merging them with a merge commit, reviews, commit statuses and the combined status,
+//! which is Go's zero value for a commit without statuses) with Forgejo's behaviours, and each repository over
 //! git's smart HTTP through `git http-backend`. Every request and response is checked against
 //! Forgejo's swagger document; a mismatch answers 500 and is recorded, so a test can assert that
 //! [`FakeForge::schema_violations`] is empty.
