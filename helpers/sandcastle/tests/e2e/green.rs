@@ -301,3 +301,24 @@ fn a_conflict_after_the_other_pull_request_merged_is_merged_away_without_a_force
     );
     assert!(h.containers().is_empty(), "no container left");
 }
+
+/// `[autopilot] enabled = false`: a failing pull request is left to people.
+#[test]
+fn with_autopilot_off_a_failing_pull_request_is_left_alone() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(), green_fixer(),
+            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
+        "[autopilot]\nenabled = false",
+    );
+    let pull = published(&h);
+    let first = head(&h, pull);
+    set_status(&h, &first, "failure");
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(green_rounds(&h), 0);
+    assert_eq!(head(&h, pull), first);
+    assert!(h.comments_of(pull).is_empty());
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+}
