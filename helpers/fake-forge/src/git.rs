@@ -132,21 +132,7 @@ pub fn commit_file(
 
 /// The commit a branch points at, if the branch exists.
 pub fn rev_parse(git_dir: &Path, branch: &str) -> Result<Option<String>> {
-    let mut command = git(git_dir);
-    command.args([
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        &format!("refs/heads/{branch}^{{commit}}"),
-    ]);
-    let output = command
-        .stderr(Stdio::null())
-        .output()
-        .context("running git rev-parse")?;
-    Ok(output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()))
+    resolve(git_dir, &format!("refs/heads/{branch}"))
 }
 
 pub fn merge_base(git_dir: &Path, a: &str, b: &str) -> Result<Option<String>> {

@@ -51,6 +51,16 @@ fn is_ancestor(h: &Harness, ancestor: &str, descendant: &str) -> bool {
         .success()
 }
 
+/// A set-up whose implementer answers issue #1 and whose reviewer approves, with `fixer` keeping
+/// pull requests green.
+fn answering(fixer: Value, config: &str) -> Harness {
+    Harness::new(
+        json!([reviewer(), fixer,
+            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
+        config,
+    )
+}
+
 /// Issue #1 implemented and published by one run: its pull request's number.
 fn published(h: &Harness) -> u64 {
     let issue = h.create_issue("Answer", "Write answer.txt.", &["ready-for-agent"]);
@@ -69,11 +79,7 @@ fn failing_ci_gets_a_round_each_until_the_rounds_run_out() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([reviewer(), green_fixer(),
-            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
-        "",
-    );
+    let h = answering(green_fixer(), "");
     let pull = published(&h);
     let first = head(&h, pull);
 
@@ -158,11 +164,7 @@ fn a_pull_request_a_person_pushed_to_is_left_alone() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([reviewer(), green_fixer(),
-            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
-        "",
-    );
+    let h = answering(green_fixer(), "");
     let pull = published(&h);
     set_status(&h, &head(&h, pull), "failure");
     let theirs = h
@@ -196,12 +198,10 @@ fn a_round_stopped_between_the_push_and_the_relabel_finishes_on_the_next_run() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([reviewer(),
-            {"match": KEEP_GREEN, "turns": [
-                {"bash": "touch started && sleep 5 && echo fixed > ci-fix.txt && git add ci-fix.txt && git commit -qm 'Fix CI'", "description": "fix"},
-                {"text": format!("Fixed. {COMPLETE}")}]},
-            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
+    let h = answering(
+        json!({"match": KEEP_GREEN, "turns": [
+            {"bash": "touch started && sleep 5 && echo fixed > ci-fix.txt && git add ci-fix.txt && git commit -qm 'Fix CI'", "description": "fix"},
+            {"text": format!("Fixed. {COMPLETE}")}]}),
         "",
     );
     let pull = published(&h);
@@ -308,11 +308,7 @@ fn with_autopilot_off_a_failing_pull_request_is_left_alone() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let h = Harness::new(
-        json!([reviewer(), green_fixer(),
-            {"match": "The issue: #1\n", "turns": [commit("answer.txt", "Answer"), {"text": format!("Answered. {COMPLETE}")}]}]),
-        "[autopilot]\nenabled = false",
-    );
+    let h = answering(green_fixer(), "[autopilot]\nenabled = false");
     let pull = published(&h);
     let first = head(&h, pull);
     set_status(&h, &first, "failure");
