@@ -162,10 +162,23 @@ pub fn end(ctx: &Context, pull: u64) -> Result<()> {
     ctx.forge.remove_label(pull, "ready-for-agent")
 }
 
-/// Sandcastle's own open pull requests that need a round now, each with its trouble: those with a
-/// round in progress (to finish it), then `ready-for-human` ones whose head is sandcastle's and
-/// whose CI failed or which conflict, within their rounds. Each one left alone says why once.
-pub fn troubled(ctx: &Context, pulls: &[Pull], base: &str) -> Result<Vec<(Pull, Trouble)>> {
+/// What the green lane would do with one pull request.
+pub enum Due {
+    /// A round: a new one, or the one in progress (`resumed`).
+    Round {
+        pull: Pull,
+        trouble: Trouble,
+        resumed: bool,
+    },
+    /// Its rounds of this kind are spent: a person is asked (once).
+    Person { pull: Pull, trouble: Trouble },
+}
+
+/// Sandcastle's own open pull requests the green lane has something to do with, without changing
+/// anything: those with a round in progress (to finish it), then `ready-for-human` ones whose head
+/// is sandcastle's and whose CI failed or which conflict, a round each within their rounds and a
+/// person asked past them. Each one left alone for a reason worth knowing says it.
+pub fn survey(ctx: &Context, pulls: &[Pull], base: &str) -> Result<Vec<Due>> {
     let dir = ctx.state_dir();
     let mut found = Vec::new();
     for pull in pulls {
@@ -174,10 +187,14 @@ pub fn troubled(ctx: &Context, pulls: &[Pull], base: &str) -> Result<Vec<(Pull, 
         }
         let key = WorkKey::Pull(pull.number);
         if let Some(trouble) = in_progress(ctx, pull.number)? {
-            found.push((pull.clone(), trouble));
+            found.push(Due::Round {
+                pull: pull.clone(),
+                trouble,
+                resumed: true,
+            });
             continue;
         }
-        let mut record = Record::load(&dir, pull.number)?;
+        let record = Record::load(&dir, pull.number)?;
         let labelled = |name: &str| pull.labels.iter().any(|l| l == name);
         if !labelled("ready-for-human") || labelled("ready-for-agent") {
             continue;
@@ -197,17 +214,41 @@ pub fn troubled(ctx: &Context, pulls: &[Pull], base: &str) -> Result<Vec<(Pull, 
         if record.tried.contains(&pull.head_sha) {
             continue;
         }
-        let limit = match trouble {
-            Trouble::Ci { .. } => ctx.config.autopilot.ci_rounds,
-            Trouble::Conflict { .. } => ctx.config.autopilot.conflict_rounds,
-        };
-        if record.rounds(&trouble) >= limit {
-            ask_a_person(ctx, pull.number, &mut record, &trouble, limit)?;
-            continue;
+        let pull = pull.clone();
+        if record.rounds(&trouble) >= limit(ctx, &trouble) {
+            if !record.asked.iter().any(|k| k == trouble.rounds_key()) {
+                found.push(Due::Person { pull, trouble });
+            }
+        } else {
+            found.push(Due::Round {
+                pull,
+                trouble,
+                resumed: false,
+            });
         }
-        found.push((pull.clone(), trouble));
     }
     Ok(found)
+}
+
+/// The rounds of `trouble`'s kind a pull request gets.
+pub fn limit(ctx: &Context, trouble: &Trouble) -> u32 {
+    match trouble {
+        Trouble::Ci { .. } => ctx.config.autopilot.ci_rounds,
+        Trouble::Conflict { .. } => ctx.config.autopilot.conflict_rounds,
+    }
+}
+
+/// The pass's green lane before any work: [`survey`], with a person asked where rounds ran out;
+/// the rounds to work on.
+pub fn troubled(ctx: &Context, pulls: &[Pull], base: &str) -> Result<Vec<(Pull, Trouble)>> {
+    let mut rounds = Vec::new();
+    for due in survey(ctx, pulls, base)? {
+        match due {
+            Due::Round { pull, trouble, .. } => rounds.push((pull, trouble)),
+            Due::Person { pull, trouble } => ask_a_person(ctx, pull.number, &trouble)?,
+        }
+    }
+    Ok(rounds)
 }
 
 /// What keeps `pull` from merging: a conflict first (CI on a branch that does not merge says
@@ -241,17 +282,9 @@ fn trouble_of(ctx: &Context, pull: &Pull) -> Result<Option<Trouble>> {
 
 /// The rounds of this kind are spent: one comment asks a person; the pull request stays
 /// `ready-for-human`.
-fn ask_a_person(
-    ctx: &Context,
-    pull: u64,
-    record: &mut Record,
-    trouble: &Trouble,
-    limit: u32,
-) -> Result<()> {
+fn ask_a_person(ctx: &Context, pull: u64, trouble: &Trouble) -> Result<()> {
     let key = trouble.rounds_key();
-    if record.asked.iter().any(|k| k == key) {
-        return Ok(());
-    }
+    let limit = limit(ctx, trouble);
     let body = format!(
         "sandcastle tried {limit} round(s) on {} here (`[autopilot] {key}`) and stops now: please \
          take a look. The head is {}.",
@@ -272,6 +305,7 @@ fn ask_a_person(
         &WorkKey::Pull(pull).to_string(),
         &format!("{} after {limit} round(s); asked a person", trouble.what()),
     );
+    let mut record = Record::load(&ctx.state_dir(), pull)?;
     record.asked.push(key.to_string());
     record.save(&ctx.state_dir(), pull)
 }

@@ -89,6 +89,13 @@ fn failing_ci_gets_a_round_each_until_the_rounds_run_out() {
     assert_eq!(h.labels_of(pull), ["ready-for-human"]);
 
     set_status(&h, &first, "failure");
+    let plan = String::from_utf8_lossy(&h.sandcastle(&["plan"]).stdout).into_owned();
+    assert!(
+        plan.contains(&format!(
+            "keep green: pull request #{pull} \"Answer\": failing CI (a round for the pr-fixer)"
+        )),
+        "{plan}"
+    );
     assert!(h.sandcastle(&["run", "--once"]).status.success());
     assert_eq!(green_rounds(&h), 1);
     let prompt = h
@@ -130,6 +137,12 @@ fn failing_ci_gets_a_round_each_until_the_rounds_run_out() {
     assert_eq!(h.comments_of(pull).len(), 2);
 
     set_status(&h, &third, "failure");
+    let plan = String::from_utf8_lossy(&h.sandcastle(&["plan"]).stdout).into_owned();
+    assert!(
+        plan.contains("`[autopilot] ciRounds` are spent: a run asks a person"),
+        "{plan}"
+    );
+    assert_eq!(h.comments_of(pull).len(), 2, "plan changes nothing");
     for run in 0..2 {
         assert!(h.sandcastle(&["run", "--once"]).status.success());
         assert_eq!(green_rounds(&h), 2, "no third round: ciRounds = 2");
