@@ -1,7 +1,8 @@
 //! Pull requests that keep themselves green: which of sandcastle's own `ready-for-human` pull
 //! requests a failing CI status or a merge conflict sends back to the pr-fixer, and each one's
 //! saved record (`.sandcastle/logs/state/green/pr-N.json`): the head sandcastle last pushed, the
-//! rounds spent, the round in progress.
+//! rounds spent, whom it asked. A round in progress is the pull request's saved work
+//! (`WorkState::green`), so it resumes, and finishes publishing, like any work.
 //!
 //! A pull request is worked on only while its head is the commit sandcastle itself pushed last: a
 //! person who pushed after the failure owns it. A `pending` status is waited for. Each head gets at
@@ -199,6 +200,7 @@ pub fn survey(ctx: &Context, pulls: &[Pull], base: &str) -> Result<Vec<Due>> {
         if !labelled("ready-for-human") || labelled("ready-for-agent") {
             continue;
         }
+        // Also what makes the forge's head id safe to name in the task: it is one sandcastle pushed.
         if record.ours.as_deref() != Some(pull.head_sha.as_str()) {
             if record.ours.is_some() && !record.tried.contains(&pull.head_sha) {
                 ctx.progress.note(&format!(

@@ -144,6 +144,7 @@ impl Trouble {
         }
     }
 
+    /// The `[autopilot]` key that bounds rounds of this kind.
     pub fn rounds_key(&self) -> &'static str {
         match self {
             Trouble::Ci { .. } => "ciRounds",
