@@ -891,3 +891,44 @@ fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_
     let labels = &w.forge.pulls(REPO)[0].labels;
     assert_eq!(labels, &["ready-for-human"]);
 }
+
+/// A green round the agent cannot finish is given up like any work (one comment), and the pull
+/// request goes back to `ready-for-human`, so the rework lane never takes it for a person's review.
+#[test]
+fn a_green_round_given_up_puts_ready_for_human_back() {
+    let w = world("");
+    issue(&w);
+    w.forge
+        .commit_file(REPO, "sandcastle/issue-1", "answer.txt", "41\n", "Answer")
+        .unwrap();
+    let number = w
+        .forge
+        .create_pull(
+            REPO,
+            "alice",
+            "sandcastle/issue-1",
+            "main",
+            "Answer",
+            &["ready-for-agent"],
+        )
+        .unwrap();
+    let pull = w.ctx.forge.pull(number).unwrap();
+    let trouble = Trouble::Conflict {
+        head: pull.head_sha.clone(),
+    };
+    let piece = Piece::Green(&pull, &trouble);
+    let stuck = || says(Ending::Stopped, "Still merging.", None);
+    let (outcome, state, asked, _) =
+        drive_fresh(&w, &piece, (0..4).map(|_| stuck()).collect(), vec![]);
+    assert_eq!(outcome, Outcome::GaveUp { iterations: 4 });
+    assert!(
+        asked[0].prompt.contains("git merge origin/main"),
+        "{}",
+        asked[0].prompt
+    );
+    assert!(state.told_forge);
+    let comments = w.forge.comments(REPO, number);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].body.contains("Still merging."), "{comments:?}");
+    assert_eq!(w.forge.pulls(REPO)[0].labels, ["ready-for-human"]);
+}
