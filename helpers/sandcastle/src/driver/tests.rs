@@ -812,15 +812,11 @@ fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_an
     }
 }
 
-/// A round keeping a pull request green whose agent rewrote the branch's history is not done: it
-/// is told so, and what is published is a fast-forward of the head the forge had, with one
-/// comment saying what was fixed and `ready-for-human` back.
-#[test]
-fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_forward() {
-    let w = world("");
-    let issue = issue(&w);
-    let start_head = w
-        .forge
+/// Issue #1 and sandcastle's pull request for it (one commit on `sandcastle/issue-1`), labelled
+/// `label`.
+fn own_pull(w: &World, label: &str) -> Pull {
+    assert_eq!(issue(w).number, 1);
+    w.forge
         .commit_file(REPO, "sandcastle/issue-1", "answer.txt", "41\n", "Answer")
         .unwrap();
     let number = w
@@ -831,11 +827,20 @@ fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_
             "sandcastle/issue-1",
             "main",
             "Answer",
-            &["ready-for-human"],
+            &[label],
         )
         .unwrap();
-    assert_eq!(issue.number, 1);
-    let pull = w.ctx.forge.pull(number).unwrap();
+    w.ctx.forge.pull(number).unwrap()
+}
+
+/// A round keeping a pull request green whose agent rewrote the branch's history is not done: it
+/// is told so, and what is published is a fast-forward of the head the forge had, with one
+/// comment saying what was fixed and `ready-for-human` back.
+#[test]
+fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_forward() {
+    let w = world("");
+    let pull = own_pull(&w, "ready-for-human");
+    let (number, start_head) = (pull.number, pull.head_sha.clone());
     let trouble = Trouble::Ci {
         head: pull.head_sha.clone(),
         failing: vec![crate::forge::CommitStatus {
@@ -897,22 +902,8 @@ fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_
 #[test]
 fn a_green_round_given_up_puts_ready_for_human_back() {
     let w = world("");
-    issue(&w);
-    w.forge
-        .commit_file(REPO, "sandcastle/issue-1", "answer.txt", "41\n", "Answer")
-        .unwrap();
-    let number = w
-        .forge
-        .create_pull(
-            REPO,
-            "alice",
-            "sandcastle/issue-1",
-            "main",
-            "Answer",
-            &["ready-for-agent"],
-        )
-        .unwrap();
-    let pull = w.ctx.forge.pull(number).unwrap();
+    let pull = own_pull(&w, "ready-for-agent");
+    let number = pull.number;
     let trouble = Trouble::Conflict {
         head: pull.head_sha.clone(),
     };

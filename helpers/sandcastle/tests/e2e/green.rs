@@ -51,6 +51,13 @@ fn is_ancestor(h: &Harness, ancestor: &str, descendant: &str) -> bool {
         .success()
 }
 
+/// Every call matched Forgejo's swagger, and no container is left.
+fn finished_cleanly(h: &Harness) {
+    let violations = h.forge.schema_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+    assert!(h.containers().is_empty(), "no container left");
+}
+
 /// A set-up whose implementer answers issue #1 and whose reviewer approves, with `fixer` keeping
 /// pull requests green.
 fn answering(fixer: Value, config: &str) -> Harness {
@@ -163,12 +170,7 @@ fn failing_ci_gets_a_round_each_until_the_rounds_run_out() {
             .all(|p| p.updates.iter().all(|u| u.old.is_none()
                 || is_ancestor(&h, u.old.as_deref().unwrap(), u.new.as_deref().unwrap())))
     );
-    assert!(
-        h.forge.schema_violations().is_empty(),
-        "{:?}",
-        h.forge.schema_violations()
-    );
-    assert!(h.containers().is_empty(), "no container left");
+    finished_cleanly(&h);
 }
 
 /// A person pushed to the branch after CI failed on sandcastle's head: the pull request is theirs.
@@ -307,12 +309,7 @@ fn a_conflict_after_the_other_pull_request_merged_is_merged_away_without_a_force
         comments[0].contains("sandcastle fixed a merge conflict"),
         "{comments:?}"
     );
-    assert!(
-        h.forge.schema_violations().is_empty(),
-        "{:?}",
-        h.forge.schema_violations()
-    );
-    assert!(h.containers().is_empty(), "no container left");
+    finished_cleanly(&h);
 }
 
 /// `[autopilot] enabled = false`: a failing pull request is left to people.
