@@ -1,7 +1,7 @@
 //! The values a config gets for the keys it omits (documented in the README's config reference).
 use std::time::Duration;
 
-use crate::{Clarify, Handler, Models, Questions, Sandbox};
+use crate::{Autopilot, Clarify, Handler, Models, Questions, Sandbox};
 
 pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
@@ -46,5 +46,13 @@ pub(crate) fn clarify() -> Clarify {
         enabled: true,
         threshold: 0.8,
         max_rounds: 5,
+    }
+}
+
+pub(crate) fn autopilot() -> Autopilot {
+    Autopilot {
+        enabled: true,
+        ci_rounds: 2,
+        conflict_rounds: 2,
     }
 }

@@ -47,6 +47,19 @@ pub struct Config {
     pub cluster: Cluster,
     pub questions: Questions,
     pub clarify: Clarify,
+    pub autopilot: Autopilot,
+}
+
+/// Keeping sandcastle's own pull requests mergeable: failing CI and merge conflicts go back to the
+/// pr-fixer, at most so many rounds per pull request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Autopilot {
+    pub enabled: bool,
+    /// Rounds that fix a failing CI status, per pull request.
+    pub ci_rounds: u32,
+    /// Rounds that merge the default branch into a conflicting pull request, per pull request.
+    pub conflict_rounds: u32,
 }
 
 /// The assessment of an issue before work starts, and the questions it may ask a person.

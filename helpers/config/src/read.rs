@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Questions, Review,
-    Sandbox, defaults, forge, image, mounts, suggest,
+    Autopilot, Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Questions,
+    Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -28,6 +28,7 @@ const TOP_KEYS: &[&str] = &[
     "cluster",
     "questions",
     "clarify",
+    "autopilot",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
@@ -43,6 +44,7 @@ const QUESTIONS_KEYS: &[&str] = &[
     "command",
 ];
 const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds"];
+const AUTOPILOT_KEYS: &[&str] = &["enabled", "ciRounds", "conflictRounds"];
 
 type Span = Option<Range<usize>>;
 
@@ -62,6 +64,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let cluster = top.section("cluster", CLUSTER_KEYS)?;
     let questions = top.section("questions", QUESTIONS_KEYS)?;
     let clarify = top.section("clarify", CLARIFY_KEYS)?;
+    let autopilot = top.section("autopilot", AUTOPILOT_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -223,6 +226,23 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                     max_rounds: clarify
                         .count("maxRounds", "5")?
                         .unwrap_or(default.max_rounds),
+                },
+            }
+        },
+        autopilot: {
+            let default = defaults::autopilot();
+            match autopilot {
+                None => default,
+                Some(autopilot) => Autopilot {
+                    enabled: autopilot
+                        .boolean("enabled", "true")?
+                        .unwrap_or(default.enabled),
+                    ci_rounds: autopilot
+                        .count("ciRounds", "2")?
+                        .unwrap_or(default.ci_rounds),
+                    conflict_rounds: autopilot
+                        .count("conflictRounds", "2")?
+                        .unwrap_or(default.conflict_rounds),
                 },
             }
         },

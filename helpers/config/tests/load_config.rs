@@ -82,6 +82,7 @@ fn defaults() -> Value {
             "command": null,
         },
         "clarify": { "enabled": true, "threshold": 0.8, "maxRounds": 5 },
+        "autopilot": { "enabled": true, "ciRounds": 2, "conflictRounds": 2 },
     })
 }
 
@@ -138,6 +139,10 @@ command = ["./ask.sh", "--to", "dev team"]
 enabled = false
 threshold = 0.65
 maxRounds = 2
+[autopilot]
+enabled = false
+ciRounds = 3
+conflictRounds = 1
 "#;
     assert_eq!(
         resolved(toml),
@@ -172,6 +177,7 @@ maxRounds = 2
                 "command": ["./ask.sh", "--to", "dev team"],
             },
             "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2 },
+            "autopilot": { "enabled": false, "ciRounds": 3, "conflictRounds": 1 },
         })
     );
 }
@@ -290,6 +296,14 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "4:11: `clarify.enabled` must be true or false, found a string; write e.g. `enabled = true` in [clarify]",
         ),
         (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[autopilot]\nciRounds = 0\n",
+            "4:12: `autopilot.ciRounds` must be at least 1, found 0; write e.g. `ciRounds = 2` in [autopilot]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[autopilot]\nconflictRound = 2\n",
+            "4:1: unknown key `conflictRound` in [autopilot]; did you mean `conflictRounds`?",
+        ),
+        (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[clarify]\nmaxRounds = 0\n",
             "4:13: `clarify.maxRounds` must be at least 1, found 0; write e.g. `maxRounds = 5` in [clarify]",
         ),
@@ -346,7 +360,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`, `autopilot`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

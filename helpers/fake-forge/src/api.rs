@@ -187,6 +187,19 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
             Ok(call.page(reviews))
         }),
         ("POST", "/repos/{owner}/{repo}/pulls/{index}/reviews") => create_review(call),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/merge") => call.with_repo(|_, repo| {
+            let pull = repo.pull(call.index()?)?;
+            // Both answers have no body.
+            let merged = pull.merged.is_some();
+            Ok(Reply {
+                status: if merged { 204 } else { 404 },
+                body: None,
+                headers: Vec::new(),
+            })
+        }),
+        ("POST", "/repos/{owner}/{repo}/pulls/{index}/merge") => merge_pull(call),
+        ("POST", "/repos/{owner}/{repo}/statuses/{sha}") => create_status(call),
+        ("GET", "/repos/{owner}/{repo}/commits/{ref}/status") => combined_status(call),
         ("GET", "/repos/{owner}/{repo}/collaborators/{collaborator}/permission") => {
             collaborator_permission(call)
         }
@@ -683,16 +696,22 @@ fn render_pull(call: &Call, state: &State, repo: &Repo, issue: &StoredIssue) -> 
                 .ok()
                 .flatten()
                 .unwrap_or_default();
+            // A fork's commits are not in this repository: such a pull request counts as mergeable.
+            let mergeable = issue.merged.is_none()
+                && (pull.head_owner.is_some()
+                    || git::merges_cleanly(&dir, &base_sha, &head_sha).unwrap_or(false));
             PullGit {
                 head_sha,
                 base_sha,
                 merge_base,
+                mergeable,
             }
         }
         None => PullGit {
             head_sha: String::new(),
             base_sha: String::new(),
             merge_base: String::new(),
+            mergeable: false,
         },
     };
     let head_repo = issue
@@ -703,6 +722,76 @@ fn render_pull(call: &Call, state: &State, repo: &Repo, issue: &StoredIssue) -> 
         .unwrap_or(repo);
     call.render()
         .pull(&state.users, repo, head_repo, issue, &git)
+}
+
+/// `Do: merge` only: a merge commit on the base, the pull request closed and marked merged. A
+/// pull request that conflicts is a 405, as Forgejo answers one not in a mergeable state.
+fn merge_pull(call: &Call) -> ApiResult<Reply> {
+    let caller = call.caller()?.to_string();
+    if call.text("Do") != "merge" {
+        return Err(ApiError::new(
+            501,
+            format!("merging with Do={:?}", call.text("Do")),
+        ));
+    }
+    call.unsupported_fields(&[
+        "MergeCommitID",
+        "head_commit_id",
+        "merge_when_checks_succeed",
+    ])?;
+    let (owner, name) = call.owner_and_name();
+    let Some(_) = merge_pull_request(call.shared, owner, name, call.index()?, &caller)? else {
+        return Ok(Reply {
+            status: 405,
+            body: None,
+            headers: Vec::new(),
+        });
+    };
+    Ok(Reply {
+        status: 200,
+        body: None,
+        headers: Vec::new(),
+    })
+}
+
+fn create_status(call: &Call) -> ApiResult<Reply> {
+    let creator = call.caller()?.to_string();
+    let (owner, name) = call.owner_and_name();
+    let sha = git::resolve(&call.shared.repo_dir(owner, name), call.param("sha"))
+        .map_err(|e| ApiError::new(500, e.to_string()))?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("commit {} does not exist", call.param("sha")))
+        })?;
+    let mut state = call.shared.state();
+    let fields = [
+        call.text("context"),
+        call.text("description"),
+        call.text("target_url"),
+    ];
+    let status = state
+        .repo_mut(owner, name)?
+        .add_status(&sha, call.text("state"), fields, &creator)?
+        .clone();
+    let repo = state.repo(owner, name)?;
+    Ok(Reply::json(
+        201,
+        call.render().status(&state.users, repo, &status),
+    ))
+}
+
+fn combined_status(call: &Call) -> ApiResult<Reply> {
+    let (owner, name) = call.owner_and_name();
+    let sha = git::resolve(&call.shared.repo_dir(owner, name), call.param("ref"))
+        .map_err(|e| ApiError::new(500, e.to_string()))?
+        .ok_or_else(|| ApiError::not_found(format!("ref {} does not exist", call.param("ref"))))?;
+    call.with_repo(|state, repo| {
+        let (statuses, combined) = repo.combined_status(&sha);
+        Ok(Reply::json(
+            200,
+            call.render()
+                .combined_status(&state.users, repo, &sha, &statuses, combined),
+        ))
+    })
 }
 
 fn collaborator_permission(call: &Call) -> ApiResult<Reply> {
@@ -881,4 +970,44 @@ fn encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Merges open pull request `number` of `owner/name` into its base with a merge commit, as `by`:
+/// the pull request closed and marked merged. `None` (nothing changed) when it conflicts; closed,
+/// merged or from a fork is a 405. Returns the merge commit. Both the API and
+/// [`crate::FakeForge::merge`] merge through here.
+pub(crate) fn merge_pull_request(
+    shared: &Shared,
+    owner: &str,
+    name: &str,
+    number: u64,
+    by: &str,
+) -> ApiResult<Option<String>> {
+    let dir = shared.repo_dir(owner, name);
+    let _push = shared.push_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let (head, base, title) = {
+        let state = shared.state();
+        let issue = state.repo(owner, name)?.pull(number)?;
+        let pull = issue.pull.as_ref().expect("a pull request");
+        if issue.closed || issue.merged.is_some() || pull.head_owner.is_some() {
+            return Err(ApiError::new(
+                405,
+                "pull request is closed, merged or from a fork",
+            ));
+        }
+        (pull.head.clone(), pull.base.clone(), issue.title.clone())
+    };
+    let internal = |e: anyhow::Error| ApiError::new(500, e.to_string());
+    let head_sha = git::rev_parse(&dir, &head)
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::not_found(format!("branch {head} does not exist")))?;
+    let message = format!("Merge pull request '{title}' (#{number}) from {head} into {base}");
+    let Some(sha) = git::merge(&dir, &base, &head_sha, &message).map_err(internal)? else {
+        return Ok(None);
+    };
+    let mut state = shared.state();
+    state
+        .repo_mut(owner, name)?
+        .mark_merged(number, by, sha.clone())?;
+    Ok(Some(sha))
 }

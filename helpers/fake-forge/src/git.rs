@@ -132,21 +132,7 @@ pub fn commit_file(
 
 /// The commit a branch points at, if the branch exists.
 pub fn rev_parse(git_dir: &Path, branch: &str) -> Result<Option<String>> {
-    let mut command = git(git_dir);
-    command.args([
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        &format!("refs/heads/{branch}^{{commit}}"),
-    ]);
-    let output = command
-        .stderr(Stdio::null())
-        .output()
-        .context("running git rev-parse")?;
-    Ok(output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()))
+    resolve(git_dir, &format!("refs/heads/{branch}"))
 }
 
 pub fn merge_base(git_dir: &Path, a: &str, b: &str) -> Result<Option<String>> {
@@ -221,28 +207,60 @@ pub fn log(git_dir: &Path, branch: &str) -> Result<Option<Vec<LoggedCommit>>> {
     Ok(Some(commits))
 }
 
-/// Merges `head` (a commit) into `base` (a branch) with a merge commit, as Forgejo's `merge` style
-/// does; a conflict is an error. Returns the merge commit.
-pub fn merge(git_dir: &Path, base: &str, head: &str, message: &str) -> Result<String> {
-    let base_sha = rev_parse(git_dir, base)?.with_context(|| format!("no branch {base}"))?;
-    let mut tree = git(git_dir);
-    tree.args(["merge-tree", "--write-tree", &base_sha, head]);
-    let tree = run(tree, None).context("the branches conflict")?;
-    let tree = tree.lines().next().unwrap_or_default().to_string();
-    let mut commit = git(git_dir);
-    commit.args([
-        "commit-tree",
-        &tree,
-        "-p",
-        &base_sha,
-        "-p",
-        head,
-        "-m",
-        message,
+/// The commit a branch, tag or commit id names, if any.
+pub fn resolve(git_dir: &Path, rev: &str) -> Result<Option<String>> {
+    let mut command = git(git_dir);
+    command.args([
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        &format!("{rev}^{{commit}}"),
     ]);
+    let output = command
+        .stderr(Stdio::null())
+        .output()
+        .context("running git rev-parse")?;
+    Ok(output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()))
+}
+
+/// The tree of merging `head` into `base`, or `None` when they conflict (git's `merge-tree`, which
+/// touches no work tree).
+fn merged_tree(git_dir: &Path, base: &str, head: &str) -> Result<Option<String>> {
+    let mut command = git(git_dir);
+    command.args(["merge-tree", "--write-tree", "--no-messages", base, head]);
+    let output = command.output().context("running git merge-tree")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match output.status.code() {
+        Some(0) => Ok(stdout.lines().next().map(str::to_string)),
+        Some(1) => Ok(None),
+        _ => bail!(
+            "git merge-tree failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ),
+    }
+}
+
+/// Whether `head` merges into `base` without conflicts.
+pub fn merges_cleanly(git_dir: &Path, base: &str, head: &str) -> Result<bool> {
+    Ok(merged_tree(git_dir, base, head)?.is_some())
+}
+
+/// Merges `head` into `branch` with a merge commit; `None` (and nothing changed) when they
+/// conflict. Returns the merge commit.
+pub fn merge(git_dir: &Path, branch: &str, head: &str, message: &str) -> Result<Option<String>> {
+    let base = rev_parse(git_dir, branch)?.with_context(|| format!("no branch {branch}"))?;
+    let Some(tree) = merged_tree(git_dir, &base, head)? else {
+        return Ok(None);
+    };
+    let mut commit = git(git_dir);
+    commit.args(["commit-tree", &tree, "-p", &base, "-p", head, "-m", message]);
     let sha = run(commit, None)?;
     let mut update = git(git_dir);
-    update.args(["update-ref", &format!("refs/heads/{base}"), &sha, &base_sha]);
+    update.args(["update-ref", &format!("refs/heads/{branch}"), &sha, &base]);
     run(update, None)?;
-    Ok(sha)
+    Ok(Some(sha))
 }

@@ -1,8 +1,10 @@
 //! A Forgejo-API-compatible server for tests, on 127.0.0.1 with in-memory state.
 //!
 //! It serves the parts of Forgejo's REST API v1 that sandcastle uses (users, repositories, labels,
-//! issues, comments and their timelines, pull requests merged or not, reviews, commits) with
-//! Forgejo's behaviours, and each repository over
+//! issues, comments and their timelines, pull requests merged or not (with `mergeable` computed from
+//! the hosted repository by `git merge-tree`, and merging them with a merge commit), reviews,
+//! commits, commit statuses and the combined status (Go's zero value for a commit without statuses))
+//! with Forgejo's behaviours, and each repository over
 //! git's smart HTTP through `git http-backend`. Every request and response is checked against
 //! Forgejo's swagger document; a mismatch answers 500 and is recorded, so a test can assert that
 //! [`FakeForge::schema_violations`] is empty.
@@ -253,30 +255,9 @@ impl FakeForge {
     /// its base branch, the pull request closed and merged. Returns the merge commit.
     pub fn merge(&self, repo: &str, number: u64, by: &str) -> Result<String> {
         let (owner, name) = split_repo(repo)?;
-        let (base, head, title) = {
-            let state = self.shared.state();
-            let pull = state
-                .repo(owner, name)
-                .and_then(|r| r.pull(number))
-                .map_err(api_error)?;
-            let info = pull.pull.as_ref().expect("a pull request");
-            if pull.closed {
-                bail!("pull request #{number} is closed");
-            }
-            if info.head_owner.is_some() {
-                bail!("merging a pull request from a fork is not supported");
-            }
-            (info.base.clone(), info.head.clone(), pull.title.clone())
-        };
-        let dir = self.bare_repo_path(owner, name);
-        let head_sha = git::rev_parse(&dir, &head)?.with_context(|| format!("no branch {head}"))?;
-        let message = format!("Merge pull request '{title}' (#{number}) from {head} into {base}");
-        let commit = git::merge(&dir, &base, &head_sha, &message)?;
-        let mut state = self.shared.state();
-        let repo = state.repo_mut(owner, name).map_err(api_error)?;
-        repo.mark_merged(number, by, commit.clone())
-            .map_err(api_error)?;
-        Ok(commit)
+        api::merge_pull_request(&self.shared, owner, name, number, by)
+            .map_err(api_error)?
+            .with_context(|| format!("pull request #{number} conflicts with its base"))
     }
 
     /// The bare repository behind `{owner}/{name}.git`.

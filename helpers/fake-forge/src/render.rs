@@ -2,7 +2,7 @@
 use serde_json::{Value, json};
 
 use crate::git::LoggedCommit;
-use crate::state::{LabelEvent, Repo, StoredIssue, User};
+use crate::state::{CommitStatus, LabelEvent, Repo, StoredIssue, User};
 use crate::{Comment, Label, Review, ReviewComment};
 
 /// Renders objects with URLs built from the forge's root URL (Forgejo's `ROOT_URL`).
@@ -16,6 +16,8 @@ pub struct PullGit {
     pub head_sha: String,
     pub base_sha: String,
     pub merge_base: String,
+    /// Whether the head merges into the base without conflicts.
+    pub mergeable: bool,
 }
 
 impl Render<'_> {
@@ -247,7 +249,7 @@ impl Render<'_> {
             "html_url": html_url,
             "diff_url": format!("{html_url}.diff"),
             "patch_url": format!("{html_url}.patch"),
-            "mergeable": !issue.closed,
+            "mergeable": git.mergeable,
             "merged": issue.merged.is_some(),
             "merged_at": issue.merged.as_ref().map(|m| &m.at),
             "merge_commit_sha": issue.merged.as_ref().map(|m| &m.commit),
@@ -427,6 +429,56 @@ impl Render<'_> {
             "original_position": comment.old_line,
             "html_url": format!("{pull_url}#issuecomment-{}", comment.id),
             "pull_request_url": pull_url,
+        })
+    }
+
+    fn commit_url(&self, repo: &Repo, sha: &str) -> String {
+        format!(
+            "{}api/v1/repos/{}/{}/commits/{sha}",
+            self.root, repo.owner, repo.name
+        )
+    }
+
+    pub fn status(&self, users: &[User], repo: &Repo, status: &CommitStatus) -> Value {
+        json!({
+            "id": status.id,
+            "status": status.state,
+            "target_url": status.target_url,
+            "description": status.description,
+            "url": format!(
+                "{}api/v1/repos/{}/{}/statuses/{}",
+                self.root, repo.owner, repo.name, status.sha
+            ),
+            "context": status.context,
+            "creator": self.login(users, &status.creator),
+            "created_at": status.created,
+            "updated_at": status.created,
+        })
+    }
+
+    /// Forgejo answers a commit without statuses with an empty combined status (Go's zero values).
+    pub fn combined_status(
+        &self,
+        users: &[User],
+        repo: &Repo,
+        sha: &str,
+        statuses: &[&CommitStatus],
+        state: Option<&str>,
+    ) -> Value {
+        let Some(state) = state else {
+            return json!({
+                "state": "", "sha": "", "total_count": 0, "statuses": null,
+                "repository": null, "commit_url": "", "url": "",
+            });
+        };
+        json!({
+            "state": state,
+            "sha": sha,
+            "total_count": statuses.len(),
+            "statuses": statuses.iter().map(|s| self.status(users, repo, s)).collect::<Vec<_>>(),
+            "repository": self.repo(users, repo),
+            "commit_url": self.commit_url(repo, sha),
+            "url": format!("{}/status", self.commit_url(repo, sha)),
         })
     }
 }

@@ -51,6 +51,8 @@ pub struct Repo {
     pub collaborators: Vec<(String, String)>,
     /// Labels added to and removed from issues, for their timelines.
     pub label_events: Vec<LabelEvent>,
+    /// Commit statuses, oldest first.
+    pub statuses: Vec<CommitStatus>,
 }
 
 /// A label added to or removed from an issue: one `label` entry of its timeline.
@@ -70,6 +72,24 @@ pub struct Merged {
     /// The merge commit on the base branch.
     pub commit: String,
 }
+
+/// A status a CI reported for one commit under one context (`ci/test`); a later one with the same
+/// context replaces it in the combined status.
+#[derive(Debug, Clone)]
+pub struct CommitStatus {
+    pub id: i64,
+    pub sha: String,
+    /// `pending`, `success`, `error`, `failure` or `warning`.
+    pub state: String,
+    pub context: String,
+    pub description: String,
+    pub target_url: String,
+    pub creator: String,
+    pub created: String,
+}
+
+/// Forgejo's order of status states, worst first: a combined status is its worst state.
+const STATES_WORST_FIRST: [&str; 5] = ["error", "failure", "warning", "pending", "success"];
 
 /// An issue or a pull request: they share one number space, labels and comments.
 pub struct StoredIssue {
@@ -161,6 +181,7 @@ impl State {
             parent: None,
             collaborators: Vec::new(),
             label_events: Vec::new(),
+            statuses: Vec::new(),
         };
         self.repos.push(repo);
     }
@@ -437,6 +458,56 @@ impl Repo {
         }
         self.comments.remove(at);
         Ok(())
+    }
+
+    /// Records a status of commit `sha` (a full id the caller resolved).
+    pub fn add_status(
+        &mut self,
+        sha: &str,
+        state: &str,
+        fields: [&str; 3],
+        creator: &str,
+    ) -> ApiResult<&CommitStatus> {
+        if !STATES_WORST_FIRST.contains(&state) {
+            return Err(ApiError::new(
+                400,
+                format!(
+                    "invalid state {state:?}: want pending, success, error, failure or warning"
+                ),
+            ));
+        }
+        let [context, description, target_url] = fields;
+        self.statuses.push(CommitStatus {
+            id: self.ids.next(),
+            sha: sha.to_string(),
+            state: state.to_string(),
+            context: if context.is_empty() {
+                "default"
+            } else {
+                context
+            }
+            .to_string(),
+            description: description.to_string(),
+            target_url: target_url.to_string(),
+            creator: creator.to_string(),
+            created: crate::server::now(),
+        });
+        Ok(self.statuses.last().expect("just pushed"))
+    }
+
+    /// The latest status of each context on `sha`, by context, and their combined state (the
+    /// worst); `None` without statuses, which Forgejo answers with an empty combined status.
+    pub fn combined_status(&self, sha: &str) -> (Vec<&CommitStatus>, Option<&'static str>) {
+        let mut latest: Vec<&CommitStatus> = Vec::new();
+        for status in self.statuses.iter().filter(|s| s.sha == sha) {
+            latest.retain(|s| s.context != status.context);
+            latest.push(status);
+        }
+        latest.sort_by(|a, b| a.context.cmp(&b.context));
+        let state = STATES_WORST_FIRST
+            .into_iter()
+            .find(|state| latest.iter().any(|s| s.state == *state));
+        (latest, state)
     }
 
     pub fn comments_on(&self, number: u64) -> impl Iterator<Item = &Comment> {

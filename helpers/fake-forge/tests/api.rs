@@ -522,3 +522,110 @@ fn merged_and_closed_pull_requests_the_commits_list_and_label_timelines() {
         forge.schema_violations()
     );
 }
+
+#[test]
+fn commit_statuses_combine_to_the_worst_latest_state_per_context() {
+    let (forge, alice, _) = forge();
+    let head = forge
+        .commit_file("alice/demo", "feature", "src.txt", "new\n", "Add src")
+        .unwrap();
+    let combined = |rev: &str| alice.get(&format!("{REPO}/commits/{rev}/status"));
+    let none = combined("feature");
+    assert_eq!((none.status, none.json["state"].as_str()), (200, Some("")));
+    assert_eq!(none.json["total_count"], 0);
+
+    let post = |state: &str, context: &str| {
+        let body = json!({"state": state, "context": context, "description": format!("{context} says {state}"), "target_url": "http://ci.example/1"});
+        alice.post(&format!("{REPO}/statuses/{head}"), body)
+    };
+    let created = post("pending", "ci/test");
+    assert_eq!(created.status, 201, "{}", created.json);
+    assert_eq!(created.json["status"], "pending");
+    assert_eq!(created.json["creator"]["login"], "alice");
+    assert_eq!(combined("feature").json["state"], "pending");
+    post("success", "ci/lint");
+    post("failure", "ci/test");
+    let failing = combined(&head);
+    assert_eq!(failing.json["state"], "failure");
+    assert_eq!(failing.json["sha"], head.as_str());
+    let contexts: Vec<(&str, &str)> = failing.json["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["context"].as_str().unwrap(),
+                s["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(contexts, [("ci/lint", "success"), ("ci/test", "failure")]);
+    post("success", "ci/test");
+    assert_eq!(combined("feature").json["state"], "success");
+
+    assert_eq!(post("exploded", "ci/test").status, 400);
+    let unknown = alice.post(
+        &format!("{REPO}/statuses/{}", "0".repeat(40)),
+        json!({"state": "success"}),
+    );
+    assert_eq!(unknown.status, 404);
+    assert_eq!(combined("no-such-branch").status, 404);
+    assert!(
+        forge.schema_violations().is_empty(),
+        "{:?}",
+        forge.schema_violations()
+    );
+}
+
+#[test]
+fn a_pull_request_stops_being_mergeable_when_its_base_conflicts_and_merges_with_a_merge_commit() {
+    let (forge, alice, _) = forge();
+    for branch in ["one", "two"] {
+        forge
+            .commit_file(
+                "alice/demo",
+                branch,
+                "same.txt",
+                &format!("{branch}\n"),
+                branch,
+            )
+            .unwrap();
+    }
+    let open = |head: &str| {
+        alice
+            .post(
+                &format!("{REPO}/pulls"),
+                json!({"head": head, "base": "main", "title": head}),
+            )
+            .json["number"]
+            .as_u64()
+            .unwrap()
+    };
+    let (one, two) = (open("one"), open("two"));
+    let pull = |n: u64| alice.get(&format!("{REPO}/pulls/{n}")).json;
+    assert_eq!(pull(one)["mergeable"], true);
+    assert_eq!(pull(two)["mergeable"], true);
+    assert_eq!(alice.get(&format!("{REPO}/pulls/{one}/merge")).status, 404);
+
+    let merged = alice.post(&format!("{REPO}/pulls/{one}/merge"), json!({"Do": "merge"}));
+    assert_eq!(merged.status, 200);
+    assert_eq!(alice.get(&format!("{REPO}/pulls/{one}/merge")).status, 204);
+    let after = pull(one);
+    assert_eq!(
+        (after["merged"].as_bool(), after["state"].as_str()),
+        (Some(true), Some("closed"))
+    );
+    assert_eq!(after["merged_by"]["login"], "alice");
+    let main = forge
+        .commit_file("alice/demo", "main", "other.txt", "x\n", "Other")
+        .unwrap();
+    assert!(main.len() == 40);
+    assert_eq!(pull(two)["mergeable"], false, "both changed same.txt");
+    let refused = alice.post(&format!("{REPO}/pulls/{two}/merge"), json!({"Do": "merge"}));
+    assert_eq!(refused.status, 405);
+    assert!(
+        forge.schema_violations().is_empty(),
+        "{:?}",
+        forge.schema_violations()
+    );
+}

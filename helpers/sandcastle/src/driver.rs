@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
 use crate::git::WorkRepo;
+use crate::green;
 use crate::outbox::{self, Due};
 use crate::plan::branch_for;
 use crate::prompts;
@@ -18,7 +19,7 @@ use crate::publish;
 use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
 use crate::role::{Role, WorkKey};
-use crate::state::{Outcome, Phase, Verdict, WorkState};
+use crate::state::{Outcome, Phase, Trouble, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
 
@@ -51,13 +52,16 @@ pub struct Turn<'a> {
 pub enum Piece<'a> {
     Issue(&'a Issue),
     Pull(&'a Pull),
+    /// One of sandcastle's own pull requests that a failing CI status or a conflict made
+    /// unmergeable (`green.rs`).
+    Green(&'a Pull, &'a Trouble),
 }
 
 impl Piece<'_> {
     pub fn key(&self) -> WorkKey {
         match self {
             Piece::Issue(issue) => WorkKey::Issue(issue.number),
-            Piece::Pull(pull) => WorkKey::Pull(pull.number),
+            Piece::Pull(pull) | Piece::Green(pull, _) => WorkKey::Pull(pull.number),
         }
     }
 
@@ -65,27 +69,36 @@ impl Piece<'_> {
     pub fn number(&self) -> u64 {
         match self {
             Piece::Issue(issue) => issue.number,
-            Piece::Pull(pull) => pull.number,
+            Piece::Pull(pull) | Piece::Green(pull, _) => pull.number,
         }
     }
 
     pub fn branch(&self) -> String {
         match self {
             Piece::Issue(issue) => branch_for(issue.number),
-            Piece::Pull(pull) => pull.head_branch.clone(),
+            Piece::Pull(pull) | Piece::Green(pull, _) => pull.head_branch.clone(),
         }
     }
 
     pub fn working_role(&self) -> Role {
         match self {
             Piece::Issue(_) => Role::Implementer,
-            Piece::Pull(_) => Role::PrFixer,
+            Piece::Pull(_) | Piece::Green(..) => Role::PrFixer,
         }
     }
 
-    /// Issues get a reviewer; a sent-back pull request goes back to the human who reviewed it.
+    /// The prompt the working role starts from.
+    fn prompt(&self) -> &'static str {
+        match self {
+            Piece::Green(..) => "keep-green",
+            _ => self.working_role().prompt(),
+        }
+    }
+
+    /// Issues and a green round get a reviewer; a sent-back pull request goes back to the human
+    /// who reviewed it.
     fn reviewed(&self) -> bool {
-        matches!(self, Piece::Issue(_))
+        !matches!(self, Piece::Pull(_))
     }
 
     /// The prompt variables of its roles (the common ones come from `Context::prompt`).
@@ -105,6 +118,26 @@ impl Piece<'_> {
                 ("BASE_BRANCH", base.to_string()),
                 ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
             ],
+            Piece::Green(pull, trouble) => {
+                // The reviewer judges the branch against the issue it implements.
+                let number = crate::planning::own_issue(pull, &ctx.login, &ctx.config.repo, base)
+                    .map_err(|why| {
+                    anyhow::anyhow!("pr #{}: not sandcastle's own: {why}", pull.number)
+                })?;
+                let issue = ctx.forge.issue(number)?;
+                let (task, checks) = green::task(trouble, base);
+                vec![
+                    ("PR_NUMBER", pull.number.to_string()),
+                    ("PR_TITLE", pull.title.clone()),
+                    ("BRANCH", self.branch()),
+                    ("BASE_BRANCH", base.to_string()),
+                    ("TASK", task),
+                    ("FAILING_CHECKS", checks),
+                    ("ISSUE_NUMBER", issue.number.to_string()),
+                    ("ISSUE_TITLE", issue.title),
+                    ("ISSUE_BODY", issue.body),
+                ]
+            }
         })
     }
 }
@@ -124,8 +157,10 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         None => {
             let mut state = WorkState::new(&slug, &piece.branch(), &ctx.run_id);
             outbox::carry(WorkState::load(&ctx.state_dir(), &slug)?, &mut state);
-            if let Piece::Issue(_) = piece {
-                state.phase = Phase::Clarify;
+            match piece {
+                Piece::Issue(_) => state.phase = Phase::Clarify,
+                Piece::Green(_, trouble) => state.green = Some((*trouble).clone()),
+                Piece::Pull(_) => {}
             }
             state
         }
@@ -140,6 +175,10 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
     if state.start_commit.is_none() {
         state.start_commit = Some(repo.tip()?);
         state.save(&ctx.state_dir())?;
+    }
+    if let Piece::Green(pull, trouble) = piece {
+        // After the state is saved: a round counted is a round that resumes.
+        green::begin(ctx, pull.number, trouble)?;
     }
     let mut sandbox = WorkSandbox::new(ctx, key, &repo).with_env(&outbox::sandbox_env(key, &state));
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
@@ -189,7 +228,7 @@ pub fn drive(
                 outbox::take(ctx, key, state, handed)?;
                 let asked = match piece {
                     Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
-                    Piece::Pull(_) => None,
+                    Piece::Pull(_) | Piece::Green(..) => None,
                 };
                 if let Some(asked) = asked {
                     // A turn that asks does not count against maxIterations, nor in the report.
@@ -208,6 +247,13 @@ pub fn drive(
                             state.last_summary
                         );
                         state.phase = Phase::GaveUp;
+                    }
+                    Ending::Completed if let Some(why) = green::unfinished(piece, repo, state)? => {
+                        ctx.progress
+                            .note(&format!("{key}: the agent said it was done, but {why}"));
+                        state.nudge = Some(format!(
+                            "You said you were done, but {why}. Fix that, commit, and say so again."
+                        ));
                     }
                     Ending::Completed => {
                         let gate = run_gate(ctx, state, sandbox)?;
@@ -241,7 +287,7 @@ pub fn drive(
                         return Ok(outcome);
                     }
                 }
-                Piece::Pull(_) => state.phase = Phase::Work,
+                Piece::Pull(_) | Piece::Green(..) => state.phase = Phase::Work,
             },
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
             Phase::Waiting => {
@@ -280,10 +326,14 @@ pub fn drive(
                 return Ok(match piece {
                     Piece::Issue(_) => Outcome::PullRequest(state.pull.unwrap_or_default()),
                     Piece::Pull(_) => Outcome::Reworked,
+                    Piece::Green(_, trouble) => Outcome::KeptGreen(trouble.what()),
                 });
             }
             Phase::GaveUp => {
                 publish::give_up(ctx, key, state)?;
+                if let Piece::Green(pull, _) = piece {
+                    green::end(ctx, pull.number)?;
+                }
                 if let Some(why) = &state.stopped_by {
                     return Ok(Outcome::Stopped(why.clone()));
                 }
@@ -391,7 +441,7 @@ fn working_turn(
             ("ITERATION", iteration_text.as_str()),
             ("MAX_ITERATIONS", max_text.as_str()),
         ]);
-        let mut prompt = ctx.prompt(role.prompt(), &all)?;
+        let mut prompt = ctx.prompt(piece.prompt(), &all)?;
         if iteration > 1 {
             prompt += &earlier_iterations(&state.last_summary, state.nudge.as_deref());
         }
@@ -495,7 +545,7 @@ fn refused_resume(outcome: &AgentOutcome) -> bool {
 fn committed(piece: &Piece, repo: &WorkRepo) -> Result<bool> {
     Ok(match piece {
         Piece::Issue(_) => !repo.new_commits()?.is_empty(),
-        Piece::Pull(_) => true,
+        Piece::Pull(_) | Piece::Green(..) => true,
     })
 }
 

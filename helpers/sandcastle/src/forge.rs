@@ -72,6 +72,31 @@ pub struct Pull {
     pub base_branch: String,
     pub labels: Vec<String>,
     pub updated_at: String,
+    /// `head.sha`: the commit the pull request's branch is at.
+    pub head_sha: String,
+    /// `mergeable`: whether it merges into its base without conflicts (`None`: not said).
+    pub mergeable: Option<bool>,
+}
+
+/// A commit's combined status: the latest status of each CI context, and the worst of them.
+#[derive(Debug, Clone, Default)]
+pub struct CombinedStatus {
+    /// `pending`, `success`, `error`, `failure` or `warning`; empty when no CI reported anything.
+    pub state: String,
+    pub statuses: Vec<CommitStatus>,
+}
+
+/// One CI context's status of a commit: all of it is forge text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+pub struct CommitStatus {
+    #[serde(default, rename = "status", deserialize_with = "null_as_default")]
+    pub state: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub context: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub description: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub target_url: String,
 }
 
 #[derive(Debug, Clone)]
@@ -294,6 +319,19 @@ impl Forge {
     pub fn pull(&self, number: u64) -> Result<Pull> {
         let pull: ApiPull = self.get_json(&self.repo_path(&format!("/pulls/{number}")))?;
         Ok(pull.into())
+    }
+
+    /// `GET /repos/{o}/{r}/commits/{sha}/status`: the combined CI status of commit `sha`.
+    pub fn combined_status(&self, sha: &str) -> Result<CombinedStatus> {
+        if !sha.bytes().all(|b| b.is_ascii_hexdigit()) || sha.is_empty() {
+            bail!("{sha:?} is not a commit id");
+        }
+        let status: ApiCombinedStatus =
+            self.get_json(&self.repo_path(&format!("/commits/{sha}/status")))?;
+        Ok(CombinedStatus {
+            state: status.state,
+            statuses: status.statuses,
+        })
     }
 
     /// Open pull requests (all pages).
@@ -757,12 +795,24 @@ struct ApiPull {
     labels: Vec<Label>,
     #[serde(default, deserialize_with = "null_as_default")]
     updated_at: String,
+    #[serde(default)]
+    mergeable: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ApiCombinedStatus {
+    #[serde(default, deserialize_with = "null_as_default")]
+    state: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    statuses: Vec<CommitStatus>,
 }
 
 #[derive(Deserialize)]
 struct ApiBranch {
     #[serde(rename = "ref")]
     name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    sha: String,
     #[serde(default)]
     repo: Option<ApiBranchRepo>,
 }
@@ -789,6 +839,8 @@ impl From<ApiPull> for Pull {
             base_branch: pull.base.name,
             labels: pull.labels.into_iter().map(|l| l.name).collect(),
             updated_at: pull.updated_at,
+            head_sha: pull.head.sha,
+            mergeable: pull.mergeable,
         }
     }
 }

@@ -216,6 +216,17 @@ impl WorkRepo {
         )
     }
 
+    /// Whether the work branch contains `rev` (a commit id, or `origin/<base>` as `refs/remotes/…`).
+    pub fn contains(&self, rev: &str) -> Result<bool> {
+        let git = self.git();
+        Ok(git.has_commit(rev)? && git.is_ancestor(rev, &format!("refs/heads/{}", self.branch))?)
+    }
+
+    /// `refs/remotes/origin/<base>`: the default branch as last fetched.
+    pub fn fetched_base(&self) -> String {
+        format!("refs/remotes/origin/{}", self.base)
+    }
+
     /// Commits on the work branch that `origin/<base>` does not have (subject lines, oldest first).
     pub fn new_commits(&self) -> Result<Vec<String>> {
         self.subjects(&format!("refs/remotes/origin/{}", self.base))

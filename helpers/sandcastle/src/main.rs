@@ -16,6 +16,7 @@ mod forge;
 mod forge_text;
 mod gate;
 mod git;
+mod green;
 mod hand_out;
 mod lock;
 mod outbox;

@@ -5,6 +5,7 @@ use crate::claims::{self, Claimed};
 use crate::context::Context;
 use crate::driver::{Piece, work_on};
 use crate::forge::Issue;
+use crate::green;
 use crate::outbox;
 use crate::planning;
 use crate::role::WorkKey;
@@ -44,6 +45,11 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
         let rework = planning::sent_back(ctx, &pulls, &base)?;
         let pieces = rework.into_iter().map(Piece::Pull).collect();
         run_parallel(ctx, pieces, &base, &mut summary);
+        if ctx.config.autopilot.enabled {
+            let troubled = green::troubled(ctx, &pulls, &base)?;
+            let pieces = troubled.iter().map(|(p, t)| Piece::Green(p, t)).collect();
+            run_parallel(ctx, pieces, &base, &mut summary);
+        }
     }
 
     let issues: Vec<Issue> = match only_issue {
@@ -79,13 +85,16 @@ fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Re
     for state in WorkState::unpublished(&ctx.state_dir())? {
         match WorkKey::from_slug(&state.slug) {
             Some(WorkKey::Issue(n)) => issues.push(ctx.forge.issue(n)?),
-            Some(WorkKey::Pull(n)) => pulls.push(ctx.forge.pull(n)?),
+            Some(WorkKey::Pull(n)) => pulls.push((ctx.forge.pull(n)?, state.green)),
             _ => {}
         }
     }
     let pieces = pulls
         .iter()
-        .map(Piece::Pull)
+        .map(|(pull, green)| match green {
+            Some(trouble) => Piece::Green(pull, trouble),
+            None => Piece::Pull(pull),
+        })
         .chain(issues.iter().map(Piece::Issue))
         .collect();
     run_parallel(ctx, pieces, base, summary);

@@ -12,13 +12,20 @@ use crate::state::Answer;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 
-/// `plan`, `implement`, `review`, `pr-fixer`, `assess`.
-pub const NAMES: [&str; 5] = ["plan", "implement", "review", "pr-fixer", "assess"];
+/// `plan`, `implement`, `review`, `pr-fixer`, `keep-green`, `assess`.
+pub const NAMES: [&str; 6] = [
+    "plan",
+    "implement",
+    "review",
+    "pr-fixer",
+    "keep-green",
+    "assess",
+];
 
 const COMMON: [&str; 3] = ["REPO", "FORGE_HOST", "FORGE_ACCESS"];
 
 /// Placeholders whose values come from the forge (issue and pull request text, reviews).
-const FORGE_TEXT: [&str; 7] = [
+const FORGE_TEXT: [&str; 8] = [
     "ISSUE_TITLE",
     "ISSUE_BODY",
     "PR_TITLE",
@@ -26,6 +33,7 @@ const FORGE_TEXT: [&str; 7] = [
     "ISSUES",
     "ISSUE_DISCUSSION",
     "CLARIFICATIONS",
+    "FAILING_CHECKS",
 ];
 
 /// A person's answer to an agent's questions, as the next prompt of its resumed session: who
@@ -165,6 +173,17 @@ fn builtin(name: &str) -> Option<(&'static str, &'static [&'static str])> {
         "pr-fixer" => (
             include_str!("../../../prompts/pr-fixer.md"),
             &["PR_NUMBER", "PR_TITLE", "BRANCH", "BASE_BRANCH", "REVIEWS"],
+        ),
+        "keep-green" => (
+            include_str!("../../../prompts/keep-green.md"),
+            &[
+                "PR_NUMBER",
+                "PR_TITLE",
+                "BRANCH",
+                "BASE_BRANCH",
+                "TASK",
+                "FAILING_CHECKS",
+            ],
         ),
         "assess" => (
             include_str!("../../../prompts/assess.md"),

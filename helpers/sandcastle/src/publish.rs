@@ -5,10 +5,11 @@
 use crate::context::Context;
 use crate::driver::Piece;
 use crate::git::WorkRepo;
+use crate::green;
 use crate::planning;
 use crate::role::WorkKey;
 use crate::state::WorkState;
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 
 /// Publishes `piece`; the number of its pull request.
 pub fn publish(
@@ -18,20 +19,32 @@ pub fn publish(
     base: &str,
     state: &WorkState,
 ) -> Result<u64> {
+    let start = state.start_commit.clone().unwrap_or_default();
+    if let Piece::Green(pull, _) = piece
+        && !repo.contains(&start)?
+    {
+        bail!(
+            "pr #{}: the branch no longer contains {start}, which is on the forge; sandcastle pushes \
+             fast-forward only",
+            pull.number
+        );
+    }
     repo.push(&ctx.creds)?;
+    let tip = repo.tip()?;
     match piece {
         Piece::Issue(issue) => {
             let body = pull_body(ctx, issue.number, state);
             let pull = ctx
                 .forge
                 .open_pull(&ctx.login, &repo.branch, base, &issue.title, &body)?;
+            green::pushed(ctx, pull.number, &tip)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
             ctx.forge.remove_label(issue.number, "ready-for-agent")?;
             Ok(pull.number)
         }
         Piece::Pull(pull) => {
-            let start = state.start_commit.clone().unwrap_or_default();
+            green::pushed(ctx, pull.number, &tip)?;
             let changes = repo.commits_since(&start)?;
             let mut body = String::from("sandcastle addressed the review.\n\n");
             if changes.is_empty() {
@@ -51,6 +64,37 @@ pub fn publish(
             post_once(ctx, pull.number, &marker, &body)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.remove_label(pull.number, "ready-for-agent")?;
+            Ok(pull.number)
+        }
+        Piece::Green(pull, trouble) => {
+            green::pushed(ctx, pull.number, &tip)?;
+            let mut body = format!(
+                "sandcastle fixed {} on {}.\n\nNew commits:\n",
+                trouble.what(),
+                trouble.head()
+            );
+            for subject in repo.commits_since(&start)? {
+                body += &format!("- {}\n", ctx.agent_text(&subject));
+            }
+            body += &format!(
+                "\n{}\n\n{}",
+                ctx.agent_text(&state.last_summary),
+                gate_line(ctx, state)
+            );
+            if let Some(verdict) = &state.verdict {
+                body += &format!(
+                    "\n\nThe reviewer {}.",
+                    if verdict.approved {
+                        "approved it"
+                    } else {
+                        "did not approve it; its findings are outstanding"
+                    }
+                );
+            }
+            // One comment per round: a round starts from its own head.
+            let marker = format!("<!-- sandcastle:green {start} -->");
+            post_once(ctx, pull.number, &marker, &body)?;
+            green::end(ctx, pull.number)?;
             Ok(pull.number)
         }
     }

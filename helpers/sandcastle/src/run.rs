@@ -2,6 +2,7 @@
 //! closing report.
 use crate::asking;
 use crate::context::{Context, Settings};
+use crate::green::{self, Due};
 use crate::lock::RunLock;
 use crate::pass::{PassSummary, run_pass};
 use crate::plan::branch_for;
@@ -234,6 +235,35 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
             "rework: pull request #{} {:?} on {}",
             pull.number, pull.title, pull.head_branch
         );
+    }
+    if ctx.config.autopilot.enabled {
+        for due in green::survey(&ctx, &pulls, &base)? {
+            let line = match due {
+                Due::Round {
+                    pull,
+                    trouble,
+                    resumed,
+                } => format!(
+                    "keep green: pull request #{} {:?}: {} ({})",
+                    pull.number,
+                    pull.title,
+                    trouble.what(),
+                    if resumed {
+                        "the round in progress goes on"
+                    } else {
+                        "a round for the pr-fixer"
+                    }
+                ),
+                Due::Person { pull, trouble } => format!(
+                    "keep green: pull request #{} {:?}: {} again, and `[autopilot] {}` are spent: a run asks a person",
+                    pull.number,
+                    pull.title,
+                    trouble.what(),
+                    trouble.rounds_key()
+                ),
+            };
+            println!("{line}");
+        }
     }
     let candidates = planning::candidates(&ctx, &pulls, &base)?;
     if candidates.is_empty() {

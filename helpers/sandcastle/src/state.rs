@@ -2,6 +2,7 @@
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
 use crate::agent::SavedSession;
 use crate::clarify::Clarification;
+use crate::forge::CommitStatus;
 use crate::outbox::{OpenAsk, Telling};
 use crate::questions::{Questions, Reply};
 use crate::role::Role;
@@ -115,6 +116,43 @@ pub struct Verdict {
     pub summary: String,
 }
 
+/// What makes a pull request unmergeable, on which head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Trouble {
+    /// The head's combined status is `failure` or `error`: the statuses that say so.
+    Ci {
+        head: String,
+        failing: Vec<CommitStatus>,
+    },
+    /// The forge says it no longer merges into the default branch.
+    Conflict { head: String },
+}
+
+impl Trouble {
+    pub fn head(&self) -> &str {
+        match self {
+            Trouble::Ci { head, .. } | Trouble::Conflict { head } => head,
+        }
+    }
+
+    /// `failing CI`, `a merge conflict`: in logs, comments and the report.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Trouble::Ci { .. } => "failing CI",
+            Trouble::Conflict { .. } => "a merge conflict",
+        }
+    }
+
+    /// The `[autopilot]` key that bounds rounds of this kind.
+    pub fn rounds_key(&self) -> &'static str {
+        match self {
+            Trouble::Ci { .. } => "ciRounds",
+            Trouble::Conflict { .. } => "conflictRounds",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkState {
@@ -183,6 +221,9 @@ pub struct WorkState {
     pub attempt: String,
     pub pull: Option<u64>,
     pub told_forge: bool,
+    /// A round that keeps one of sandcastle's pull requests green: what it fixes (`green.rs`).
+    #[serde(default)]
+    pub green: Option<Trouble>,
 }
 
 impl WorkState {
@@ -214,6 +255,7 @@ impl WorkState {
             attempt: attempt.to_string(),
             pull: None,
             told_forge: false,
+            green: None,
         }
     }
 
@@ -379,6 +421,8 @@ mod tests {
 pub enum Outcome {
     PullRequest(u64),
     Reworked,
+    /// A pull request's failing CI or conflict was fixed: which.
+    KeptGreen(&'static str),
     GaveUp {
         iterations: u32,
     },
@@ -397,6 +441,7 @@ impl std::fmt::Display for Outcome {
         match self {
             Outcome::PullRequest(n) => write!(f, "pull request #{n} ready for a human"),
             Outcome::Reworked => f.write_str("reworked; ready for a human"),
+            Outcome::KeptGreen(what) => write!(f, "fixed {what}; ready for a human"),
             Outcome::GaveUp { iterations, .. } => {
                 write!(f, "not completed in {iterations} iteration(s); commented")
             }

@@ -16,6 +16,7 @@ pub fn list(project: &Path) -> Result<ExitCode> {
     let settings = crate::context::Settings::load(project)?;
     let waiting = WorkState::all_waiting(&state_dir(project))?;
     let asks = WorkState::with_asks(&state_dir(project))?;
+    let green = crate::green::listing(&state_dir(project), &settings.config.autopilot)?;
     if waiting.is_empty() && asks.is_empty() {
         println!("no question or ask waits for an answer");
     }
@@ -85,6 +86,9 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             )
         });
         println!("{key} ask{what}: {line}");
+    }
+    for line in green {
+        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -60,6 +60,8 @@ struct Scripted {
     ending: Ending,
     text: &'static str,
     commit: Option<&'static str>,
+    /// A git command the agent runs in its checkout before committing.
+    git_first: Option<&'static [&'static str]>,
 }
 
 fn says(ending: Ending, text: &'static str, commit: Option<&'static str>) -> Scripted {
@@ -67,6 +69,7 @@ fn says(ending: Ending, text: &'static str, commit: Option<&'static str>) -> Scr
         ending,
         text,
         commit,
+        git_first: None,
     }
 }
 
@@ -165,6 +168,9 @@ impl Sandboxed for Script<'_> {
             prompt: turn.prompt.to_string(),
             resumed: turn.resume.map(|s| s.session_id.clone()),
         });
+        if let Some(args) = next.git_first {
+            git(&self.checkout(), args);
+        }
         if let Some(subject) = next.commit {
             let dir = self.checkout();
             std::fs::write(dir.join(subject.replace(' ', "-")), subject).unwrap();
@@ -804,4 +810,116 @@ fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_an
     ] {
         assert!(body.contains(expected), "{expected:?} in {body}");
     }
+}
+
+/// Issue #1 and sandcastle's pull request for it (one commit on `sandcastle/issue-1`), labelled
+/// `label`.
+fn own_pull(w: &World, label: &str) -> Pull {
+    assert_eq!(issue(w).number, 1);
+    w.forge
+        .commit_file(REPO, "sandcastle/issue-1", "answer.txt", "41\n", "Answer")
+        .unwrap();
+    let number = w
+        .forge
+        .create_pull(
+            REPO,
+            "alice",
+            "sandcastle/issue-1",
+            "main",
+            "Answer",
+            &[label],
+        )
+        .unwrap();
+    w.ctx.forge.pull(number).unwrap()
+}
+
+/// A round keeping a pull request green whose agent rewrote the branch's history is not done: it
+/// is told so, and what is published is a fast-forward of the head the forge had, with one
+/// comment saying what was fixed and `ready-for-human` back.
+#[test]
+fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_forward() {
+    let w = world("");
+    let pull = own_pull(&w, "ready-for-human");
+    let (number, start_head) = (pull.number, pull.head_sha.clone());
+    let trouble = Trouble::Ci {
+        head: pull.head_sha.clone(),
+        failing: vec![crate::forge::CommitStatus {
+            state: "failure".into(),
+            context: "ci/test".into(),
+            description: "answer_is_42 failed".into(),
+            target_url: String::new(),
+        }],
+    };
+    let piece = Piece::Green(&pull, &trouble);
+    let mut rewrite = says(
+        Ending::Completed,
+        "Squashed it. <promise>COMPLETE</promise>",
+        None,
+    );
+    rewrite.git_first = Some(&["commit", "--amend", "-qm", "Rewritten answer"]);
+    let mut redo = says(
+        Ending::Completed,
+        "Fixed on top. <promise>COMPLETE</promise>",
+        Some("Fix CI"),
+    );
+    redo.git_first = Some(&["reset", "-q", "--hard", "origin/sandcastle/issue-1"]);
+    let approve = says(Ending::Completed, "Fine. <promise>COMPLETE</promise>", None);
+    let (outcome, state, asked, _) =
+        drive_fresh(&w, &piece, vec![rewrite, redo, approve], vec![true]);
+
+    assert_eq!(outcome, Outcome::KeptGreen("failing CI"));
+    assert!(
+        asked[0].prompt.contains("answer_is_42 failed"),
+        "{}",
+        asked[0].prompt
+    );
+    assert!(
+        asked[1].prompt.contains("no longer contains") && asked[1].prompt.contains(&start_head),
+        "{}",
+        asked[1].prompt
+    );
+    assert_eq!(asked[2].role, Role::Reviewer);
+    assert_eq!(state.start_commit.as_deref(), Some(start_head.as_str()));
+    let pushed = w.ctx.forge.pull(number).unwrap().head_sha;
+    let bare = w.forge.bare_repo_path("alice", "demo");
+    let log = git(&bare, &["log", "--format=%s", &pushed]);
+    assert_eq!(
+        log.lines().take(2).collect::<Vec<_>>(),
+        ["Fix CI", "Answer"]
+    );
+    let comments = w.forge.comments(REPO, number);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].body.contains("sandcastle fixed failing CI"),
+        "{comments:?}"
+    );
+    let labels = &w.forge.pulls(REPO)[0].labels;
+    assert_eq!(labels, &["ready-for-human"]);
+}
+
+/// A green round the agent cannot finish is given up like any work (one comment), and the pull
+/// request goes back to `ready-for-human`, so the rework lane never takes it for a person's review.
+#[test]
+fn a_green_round_given_up_puts_ready_for_human_back() {
+    let w = world("");
+    let pull = own_pull(&w, "ready-for-agent");
+    let number = pull.number;
+    let trouble = Trouble::Conflict {
+        head: pull.head_sha.clone(),
+    };
+    let piece = Piece::Green(&pull, &trouble);
+    let stuck = || says(Ending::Stopped, "Still merging.", None);
+    let (outcome, state, asked, _) =
+        drive_fresh(&w, &piece, (0..4).map(|_| stuck()).collect(), vec![]);
+    assert_eq!(outcome, Outcome::GaveUp { iterations: 4 });
+    assert!(
+        asked[0].prompt.contains("git merge origin/main"),
+        "{}",
+        asked[0].prompt
+    );
+    assert!(state.told_forge);
+    let comments = w.forge.comments(REPO, number);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].body.contains("Still merging."), "{comments:?}");
+    assert_eq!(w.forge.pulls(REPO)[0].labels, ["ready-for-human"]);
 }
