@@ -1,7 +1,6 @@
 //! Everything a run resolves once at start and shares with every lane.
 use crate::asking::Handlers;
 use crate::forge::Forge;
-use crate::forge_text;
 use crate::git::{self, Credentials};
 use crate::planning::PlanMemo;
 use crate::progress::Progress;
@@ -220,12 +219,6 @@ impl Context {
         ];
         all.extend_from_slice(vars);
         prompts::render(&self.project, name, &all)
-    }
-
-    /// Agent text made fit for the forge: closing keywords defused. (Secrets are the forge client's
-    /// to redact: it redacts everything it sends.)
-    pub fn agent_text(&self, text: &str) -> String {
-        forge_text::defuse_keywords(text)
     }
 
     /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.

@@ -12,6 +12,7 @@
 //! Creating a label or a comment is sent once.
 use std::time::Duration;
 
+use crate::forge_text::Post;
 use crate::secrets::Redactor;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::de::DeserializeOwned;
@@ -306,8 +307,8 @@ impl Forge {
         author: &str,
         branch: &str,
         base: &str,
-        title: &str,
-        body: &str,
+        title: &Post,
+        body: &Post,
     ) -> Result<Pull> {
         // A create whose answer was lost may have succeeded: look again before each try.
         let mut attempt = 1;
@@ -339,11 +340,11 @@ impl Forge {
         author: &str,
         branch: &str,
         base: &str,
-        title: &str,
-        body: &str,
+        title: &Post,
+        body: &Post,
     ) -> Result<Pull> {
         let path = self.repo_path("/pulls");
-        let request = json!({"head": branch, "base": base, "title": title, "body": body});
+        let request = json!({"head": branch, "base": base, "title": title.as_str(), "body": body.as_str()});
         let reply = self.send(&path, Method::Post(request))?;
         match reply.status {
             201 => Ok(parse::<ApiPull>(&reply, &path)?.into()),
@@ -425,16 +426,16 @@ impl Forge {
     }
 
     /// Posts a comment; its id.
-    pub fn comment(&self, number: u64, body: &str) -> Result<i64> {
+    pub fn comment(&self, number: u64, body: &Post) -> Result<i64> {
         let path = self.repo_path(&format!("/issues/{number}/comments"));
-        let comment: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        let comment: ApiComment = self.post_json(&path, json!({"body": body.as_str()}), 201)?;
         Ok(comment.id)
     }
 
     /// `PATCH /repos/{o}/{r}/issues/comments/{id}`: a comment of ours, rewritten.
-    pub fn edit_comment(&self, id: i64, body: &str) -> Result<()> {
+    pub fn edit_comment(&self, id: i64, body: &Post) -> Result<()> {
         let path = self.repo_path(&format!("/issues/comments/{id}"));
-        let reply = self.send(&path, Method::Patch(json!({"body": body})))?;
+        let reply = self.send(&path, Method::Patch(json!({"body": body.as_str()})))?;
         if !matches!(reply.status, 200 | 204) {
             return Err(self.failure("PATCH", &path, &reply));
         }
@@ -970,10 +971,10 @@ mod tests {
                 fault(503, None),
             )
             .unwrap();
-        let error = format!("{:#}", client.comment(number, "once").unwrap_err());
+        let error = format!("{:#}", client.comment(number, &Post::new("once")).unwrap_err());
         assert!(error.contains("HTTP 503"), "{error}");
         assert!(forge.comments(REPO, number).is_empty());
-        client.comment(number, "once").unwrap();
+        client.comment(number, &Post::new("once")).unwrap();
         assert_eq!(forge.comments(REPO, number).len(), 1);
 
         // Opening a pull request looks again before each try: one pull request.
@@ -988,8 +989,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-1",
                 "main",
-                "Issue 1",
-                "Closes #1",
+                &Post::new("Issue 1"),
+                &Post::closing(1, ""),
             )
             .unwrap();
         assert_eq!(forge.pulls(REPO).len(), 1);
@@ -1156,8 +1157,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-7",
                 "main",
-                "Issue 7",
-                "Closes #7",
+                &Post::new("Issue 7"),
+                &Post::closing(7, ""),
             )
             .unwrap();
         assert_eq!(first.head_branch, "sandcastle/issue-7");
@@ -1166,8 +1167,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-7",
                 "main",
-                "Issue 7",
-                "Closes #7",
+                &Post::new("Issue 7"),
+                &Post::closing(7, ""),
             )
             .unwrap();
         assert_eq!(again.number, first.number);
@@ -1177,8 +1178,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-7",
                 "main",
-                "Issue 7",
-                "Closes #7",
+                &Post::new("Issue 7"),
+                &Post::closing(7, ""),
             )
             .unwrap();
         assert_eq!(raced.number, first.number);
@@ -1186,11 +1187,11 @@ mod tests {
         assert_eq!(pulls.len(), 1);
         assert_eq!(
             (pulls[0].body.as_str(), pulls[0].author.as_str()),
-            ("Closes #7", "alice")
+            ("Closes #7\n\n", "alice")
         );
         assert_eq!(client.open_pulls().unwrap().len(), 1);
         let missing = client
-            .open_pull("alice", "no-such-branch", "main", "x", "y")
+            .open_pull("alice", "no-such-branch", "main", &Post::new("x"), &Post::new("y"))
             .unwrap_err();
         assert!(format!("{missing:#}").contains("HTTP 404"), "{missing:#}");
         assert_conforms(&forge);
@@ -1218,8 +1219,8 @@ mod tests {
                 "mallory",
                 "mallory:sandcastle/issue-3",
                 "main",
-                "Fork",
-                "Closes #3",
+                &Post::new("Fork"),
+                &Post::closing(3, ""),
             )
             .unwrap();
         assert_eq!(fork_pull.author, "mallory");
@@ -1234,8 +1235,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-3",
                 "main",
-                "Issue 3",
-                "Closes #3",
+                &Post::new("Issue 3"),
+                &Post::closing(3, ""),
             )
             .unwrap();
         assert_ne!(
@@ -1259,7 +1260,7 @@ mod tests {
         let client = client.redacting(redactor);
         let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
         client
-            .comment(number, "- Commit sk-forge-sink-secret leaked\n")
+            .comment(number, &Post::new("- Commit sk-forge-sink-secret leaked\n"))
             .unwrap();
         let comments = forge.comments(REPO, number);
         assert_eq!(comments[0].body, "- Commit [redacted] leaked\n");
@@ -1306,7 +1307,7 @@ mod tests {
         let (forge, client) = setup();
         let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
         let id = client
-            .comment(number, "Could not finish: tests fail.")
+            .comment(number, &Post::new("Could not finish: tests fail."))
             .unwrap();
         let comments = client.comments(number).unwrap();
         assert_eq!(comments.len(), 1);
@@ -1318,9 +1319,9 @@ mod tests {
             ),
             (id, "Could not finish: tests fail.", "alice")
         );
-        client.edit_comment(id, "Edited.").unwrap();
+        client.edit_comment(id, &Post::new("Edited.")).unwrap();
         assert_eq!(client.comments(number).unwrap()[0].body, "Edited.");
-        assert!(client.edit_comment(id + 100, "x").is_err());
+        assert!(client.edit_comment(id + 100, &Post::new("x")).is_err());
         assert_conforms(&forge);
     }
 
@@ -1335,8 +1336,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-1",
                 "main",
-                "Issue 1",
-                "Closes #1",
+                &Post::new("Issue 1"),
+                &Post::closing(1, ""),
             )
             .unwrap()
             .number;

@@ -4,6 +4,7 @@
 //! idempotent, so a run stopped half-way publishes the same things again, never twice.
 use crate::context::Context;
 use crate::driver::Piece;
+use crate::forge_text::Post;
 use crate::git::WorkRepo;
 use crate::planning;
 use crate::role::WorkKey;
@@ -22,9 +23,10 @@ pub fn publish(
     match piece {
         Piece::Issue(issue) => {
             let body = pull_body(ctx, issue.number, state);
+            let title = Post::new(&format!("#{}: {}", issue.number, issue.title));
             let pull = ctx
                 .forge
-                .open_pull(&ctx.login, &repo.branch, base, &issue.title, &body)?;
+                .open_pull(&ctx.login, &repo.branch, base, &title, &body)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
             ctx.forge.remove_label(issue.number, "ready-for-agent")?;
@@ -39,12 +41,12 @@ pub fn publish(
             } else {
                 body += "New commits:\n";
                 for subject in &changes {
-                    body += &format!("- {}\n", ctx.agent_text(subject));
+                    body += &format!("- {}\n", subject);
                 }
             }
             body += &format!(
                 "\n{}\n\n{}",
-                ctx.agent_text(&state.last_summary),
+                &state.last_summary,
                 gate_line(ctx, state)
             );
             let marker = format!("<!-- sandcastle:rework {} -->", state.attempt);
@@ -56,27 +58,27 @@ pub fn publish(
     }
 }
 
-/// `Closes #N` first and only there: the agents' texts have their keywords defused.
-fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
+/// `Closes #N` first and only there: the rest is defused.
+fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> Post {
     let mut body = format!(
-        "Closes #{issue}\n\n## What the implementer did\n\n{}\n\n## Review\n\n",
-        ctx.agent_text(&state.last_summary)
+        "## What the implementer did\n\n{}\n\n## Review\n\n",
+        &state.last_summary
     );
     let rounds = ctx.config.review.rounds;
     body += &match &state.verdict {
         Some(verdict) if verdict.approved => format!(
             "The reviewer approved it (round {} of at most {rounds}):\n\n{}",
             state.review_rounds,
-            ctx.agent_text(&verdict.summary)
+            &verdict.summary
         ),
         Some(verdict) => format!(
             "### Outstanding findings\n\nThe reviewer did not approve it after {} round(s); this is open:\n\n{}",
             state.review_rounds,
-            ctx.agent_text(&verdict.summary)
+            &verdict.summary
         ),
         None => "No reviewer verdict was recorded.".to_string(),
     };
-    body += &crate::clarify::pull_section(ctx, state);
+    body += &crate::clarify::pull_section(state);
     body += &format!(
         "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.\n",
         gate_line(ctx, state),
@@ -84,7 +86,7 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
         state.iterations,
         ctx.id
     );
-    body
+    Post::closing(issue, &body)
 }
 
 /// What the gate said, for the forge and the report.
@@ -122,7 +124,7 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
         };
         let body = format!(
             "{why}. The agent's last summary:\n\n{}",
-            ctx.agent_text(&state.last_summary)
+            &state.last_summary
         );
         post_once(ctx, number, &marker, &body)?;
         state.settled = Some(planning::revision(ctx, number)?);
@@ -156,10 +158,12 @@ pub fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result
         Some(comment) => Ok(comment.id),
         None => ctx
             .forge
-            .comment(
-                number,
-                &format!("{body}\n\n— sandcastle `{}`\n{marker}", ctx.id),
-            )
+            .comment(number, &signed(ctx, body, marker))
             .context("cannot comment on the forge"),
     }
+}
+
+/// `body` defused and signed by this orchestrator, with sandcastle's `marker` last.
+pub fn signed(ctx: &Context, body: &str, marker: &str) -> Post {
+    Post::new(&format!("{body}\n\n— sandcastle `{}`", ctx.id)).marked(marker)
 }
