@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Questions, Review,
-    Sandbox, defaults, forge, image, mounts, suggest,
+    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Publish, Questions,
+    Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -28,6 +28,7 @@ const TOP_KEYS: &[&str] = &[
     "cluster",
     "questions",
     "clarify",
+    "publish",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
@@ -43,6 +44,7 @@ const QUESTIONS_KEYS: &[&str] = &[
     "command",
 ];
 const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds"];
+const PUBLISH_KEYS: &[&str] = &["allowWorkflowChanges"];
 
 type Span = Option<Range<usize>>;
 
@@ -62,6 +64,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let cluster = top.section("cluster", CLUSTER_KEYS)?;
     let questions = top.section("questions", QUESTIONS_KEYS)?;
     let clarify = top.section("clarify", CLARIFY_KEYS)?;
+    let publish = top.section("publish", PUBLISH_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -225,6 +228,14 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                         .unwrap_or(default.max_rounds),
                 },
             }
+        },
+        publish: match publish {
+            None => Publish::default(),
+            Some(publish) => Publish {
+                allow_workflow_changes: publish
+                    .boolean("allowWorkflowChanges", "true")?
+                    .unwrap_or_default(),
+            },
         },
     })
 }

@@ -82,6 +82,7 @@ fn defaults() -> Value {
             "command": null,
         },
         "clarify": { "enabled": true, "threshold": 0.8, "maxRounds": 5 },
+        "publish": { "allowWorkflowChanges": false },
     })
 }
 
@@ -138,6 +139,8 @@ command = ["./ask.sh", "--to", "dev team"]
 enabled = false
 threshold = 0.65
 maxRounds = 2
+[publish]
+allowWorkflowChanges = true
 "#;
     assert_eq!(
         resolved(toml),
@@ -172,6 +175,7 @@ maxRounds = 2
                 "command": ["./ask.sh", "--to", "dev team"],
             },
             "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2 },
+            "publish": { "allowWorkflowChanges": true },
         })
     );
 }
@@ -294,6 +298,10 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "4:13: `clarify.maxRounds` must be at least 1, found 0; write e.g. `maxRounds = 5` in [clarify]",
         ),
         (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[publish]\nallowWorkflowChanges = 1\n",
+            "4:24: `publish.allowWorkflowChanges` must be true or false, found an integer; write e.g. `allowWorkflowChanges = true` in [publish]",
+        ),
+        (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nresponders = [\"bob smith\"]\n",
             "4:15: `questions.responders` entry \"bob smith\" is not a forge login; write e.g. `responders = [\"alice\"]` in [questions]",
         ),
@@ -346,7 +354,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`, `publish`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

@@ -250,14 +250,14 @@ pub fn pull_section(state: &WorkState) -> String {
         text +=
             "\n\n## Clarification\n\nBefore work started, sandcastle asked one question a round:\n";
         for (index, round) in c.rounds.iter().enumerate() {
-            text += &format!("\n{}. {}\n", index + 1, &round.question);
+            text += &format!("\n{}. {}\n", index + 1, round.question);
             if let Some(answer) = &round.answer {
                 let replies: Vec<&str> = answer.replies.iter().map(|r| r.text.as_str()).collect();
                 text += &format!(
                     "   Answered by {} through {}: {}\n",
                     answer.by,
                     answer.channel,
-                    &replies.join(" ")
+                    replies.join(" ")
                 );
             }
         }
@@ -273,7 +273,7 @@ pub fn pull_section(state: &WorkState) -> String {
                 .count()
         );
         for point in &c.unclear {
-            text += &format!("- {}\n", point);
+            text += &format!("- {point}\n");
         }
     }
     if let Some(why) = &c.degraded {

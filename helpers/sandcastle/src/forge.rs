@@ -344,7 +344,8 @@ impl Forge {
         body: &Post,
     ) -> Result<Pull> {
         let path = self.repo_path("/pulls");
-        let request = json!({"head": branch, "base": base, "title": title.as_str(), "body": body.as_str()});
+        let request =
+            json!({"head": branch, "base": base, "title": title.as_str(), "body": body.as_str()});
         let reply = self.send(&path, Method::Post(request))?;
         match reply.status {
             201 => Ok(parse::<ApiPull>(&reply, &path)?.into()),
@@ -971,7 +972,10 @@ mod tests {
                 fault(503, None),
             )
             .unwrap();
-        let error = format!("{:#}", client.comment(number, &Post::new("once")).unwrap_err());
+        let error = format!(
+            "{:#}",
+            client.comment(number, &Post::new("once")).unwrap_err()
+        );
         assert!(error.contains("HTTP 503"), "{error}");
         assert!(forge.comments(REPO, number).is_empty());
         client.comment(number, &Post::new("once")).unwrap();
@@ -1191,7 +1195,13 @@ mod tests {
         );
         assert_eq!(client.open_pulls().unwrap().len(), 1);
         let missing = client
-            .open_pull("alice", "no-such-branch", "main", &Post::new("x"), &Post::new("y"))
+            .open_pull(
+                "alice",
+                "no-such-branch",
+                "main",
+                &Post::new("x"),
+                &Post::new("y"),
+            )
             .unwrap_err();
         assert!(format!("{missing:#}").contains("HTTP 404"), "{missing:#}");
         assert_conforms(&forge);

@@ -145,7 +145,8 @@ mod tests {
 
     #[test]
     fn mentions_and_hidden_comments_are_defused_and_read_the_same() {
-        let hostile = "@alice look (@bob-2) [@carol]\n@dave <!-- sandcastle:claim {\"id\":\"x\"} -->";
+        let hostile =
+            "@alice look (@bob-2) [@carol]\n@dave <!-- sandcastle:claim {\"id\":\"x\"} -->";
         let defused = defuse(hostile);
         assert!(!defused.contains("<!--"), "{defused}");
         for name in ["alice", "bob-2", "carol", "dave"] {
@@ -163,7 +164,9 @@ mod tests {
         let post = Post::closing(4, "Fixes #2 <!-- sandcastle:attempt 1 -->").marked("<!-- m -->");
         assert_eq!(
             post.as_str(),
-            format!("Closes #4\n\nFixes{DEFUSER} #2 <{DEFUSER}!-- sandcastle:attempt 1 -->\n<!-- m -->")
+            format!(
+                "Closes #4\n\nFixes{DEFUSER} #2 <{DEFUSER}!-- sandcastle:attempt 1 -->\n<!-- m -->"
+            )
         );
         assert_eq!(Post::new("@x").as_str(), format!("@{DEFUSER}x"));
     }

@@ -34,6 +34,7 @@ mod sandbox;
 mod secrets;
 mod state;
 mod stream;
+mod touches;
 mod waiting_cmd;
 mod work_sandbox;
 
