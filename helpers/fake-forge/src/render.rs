@@ -52,7 +52,11 @@ impl Render<'_> {
         self.user(id, login)
     }
 
-    pub fn repo(&self, users: &[User], repo: &Repo) -> Value {
+    /// The repository as `caller` sees it: its `permissions` are the caller's (anonymous: read).
+    pub fn repo(&self, users: &[User], repo: &Repo, caller: Option<&str>) -> Value {
+        let permission = caller.map_or("read", |login| repo.permission_of(login));
+        let admin = matches!(permission, "owner" | "admin");
+        let push = admin || permission == "write";
         let full_name = format!("{}/{}", repo.owner, repo.name);
         let open = |pull: bool| {
             repo.issues
@@ -93,7 +97,7 @@ impl Render<'_> {
             "created_at": repo.created,
             "updated_at": repo.created,
             "archived_at": "1970-01-01T00:00:00Z",
-            "permissions": {"admin": true, "push": true, "pull": true},
+            "permissions": {"admin": admin, "push": push, "pull": true},
             "has_issues": true,
             "internal_tracker": {
                 "enable_time_tracker": false,
@@ -222,7 +226,7 @@ impl Render<'_> {
                 "ref": name,
                 "sha": sha,
                 "repo_id": repo.id,
-                "repo": self.repo(users, repo),
+                "repo": self.repo(users, repo, None),
             })
         };
         json!({

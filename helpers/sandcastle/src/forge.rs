@@ -224,6 +224,13 @@ impl Forge {
         Ok(repo.default_branch)
     }
 
+    /// `GET /repos/{o}/{r}`: whether the token's login may push to (or administer) the
+    /// repository, as the repository's `permissions` say to that token.
+    pub fn can_push(&self) -> Result<bool> {
+        let repo: ApiRepo = self.get_json(&self.repo_path(""))?;
+        Ok(repo.permissions.is_some_and(|p| p.push || p.admin))
+    }
+
     /// Creates the missing lifecycle labels; returns every label of the repository.
     pub fn ensure_labels(&self) -> Result<Vec<Label>> {
         let mut labels = self.labels()?;
@@ -714,6 +721,17 @@ struct ApiUser {
 #[derive(Deserialize)]
 struct ApiRepo {
     default_branch: String,
+    #[serde(default)]
+    permissions: Option<ApiRepoPermissions>,
+}
+
+/// A repository's `permissions` as the token's login has them.
+#[derive(Deserialize)]
+struct ApiRepoPermissions {
+    #[serde(default)]
+    admin: bool,
+    #[serde(default)]
+    push: bool,
 }
 
 #[derive(Deserialize)]

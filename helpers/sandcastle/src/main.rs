@@ -120,7 +120,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sandcastle: {e:#}");
+            eprintln!(
+                "sandcastle: {}",
+                progress::escape_controls(&format!("{e:#}"))
+            );
             let config_error = e.downcast_ref::<sandcastle_config::ConfigError>().is_some();
             ExitCode::from(if config_error { 2 } else { 1 })
         }
