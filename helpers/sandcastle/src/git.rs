@@ -385,47 +385,52 @@ impl WorkRepo {
         let git = self.git();
         let base = format!("refs/remotes/origin/{}", self.base);
         let start = self.start.clone().unwrap_or_else(|| base.clone());
-        let short = |id: &str| id.chars().take(12).collect::<String>();
         if !git.is_ancestor(&start, tip)? {
+            let start = git.output(&["rev-parse", "--verify", &start], "rev-parse")?;
             return Ok(Some(format!(
                 "commit {} does not descend from the commit this work started from ({}): build on \
                  the branch you were given, never on another branch",
                 short(tip),
-                short(&git.output(&["rev-parse", "--verify", &start], "rev-parse")?)
+                short(&start)
             )));
         }
+        // The commits new to the work: not in its start, its base or its own branch on the forge.
+        let mut known = vec![start.clone(), base];
         let own = format!("refs/remotes/origin/{}", self.branch);
-        let mut new = vec!["rev-list", "--count", tip, "--not", &start, &base];
         if git.has_commit(&own)? {
-            new.push(&own);
+            known.push(own);
         }
-        let count = |args: &[&str]| -> Result<u64> {
-            let text = git.output(args, "rev-list")?;
-            text.parse()
-                .map_err(|_| anyhow!("git rev-list counted {text:?}"))
-        };
-        let new_count = count(&new)?;
-        let not_elsewhere = count(&[
-            "rev-list",
-            "--count",
-            tip,
-            "--not",
-            &start,
-            "--remotes=origin",
-        ])?;
-        if not_elsewhere < new_count {
+        let new = self.count(tip, &known)?;
+        let elsewhere = new - self.count(tip, &[start, "--remotes=origin".to_string()])?;
+        if elsewhere > 0 {
             return Ok(Some(format!(
-                "{} of the commits handed out are another branch's on the forge: build on the \
-                 branch you were given, never on another branch",
-                new_count - not_elsewhere
+                "{elsewhere} of the commits handed out are another branch's on the forge: build on \
+                 the branch you were given, never on another branch"
             )));
         }
-        let mut log = vec!["log", "-z", "--format=%H%n%B", tip, "--not"];
-        log.extend(&new[4..]);
-        let messages = git.output(&log, "log")?;
+        self.closing_message(tip, &known)
+    }
+
+    /// How many commits `tip` has that none of `not` has.
+    fn count(&self, tip: &str, not: &[String]) -> Result<u64> {
+        let mut args = vec!["rev-list", "--count", tip, "--not"];
+        args.extend(not.iter().map(String::as_str));
+        let text = self.git().output(&args, "rev-list")?;
+        text.parse()
+            .map_err(|_| anyhow!("git rev-list counted {text:?}"))
+    }
+
+    /// The refusal of the first commit of `tip` that none of `not` has whose message says a
+    /// closing keyword before a reference.
+    fn closing_message(&self, tip: &str, not: &[String]) -> Result<Option<String>> {
+        let mut args = vec!["log", "-z", "--format=%H%n%B", tip, "--not"];
+        args.extend(not.iter().map(String::as_str));
+        let messages = self.git().output(&args, "log")?;
         for record in messages.split('\0') {
             let (id, message) = record.split_once('\n').unwrap_or((record, ""));
-            if !is_object_id(id.trim_start()) && !record.trim().is_empty() {
+            let id = id.trim_start();
+            // With `-z` a NUL ends a record: one inside a message would hide what follows it.
+            if !is_object_id(id) && !record.trim().is_empty() {
                 return Ok(Some(
                     "a commit message holds a NUL byte: write plain text messages".to_string(),
                 ));
@@ -437,7 +442,7 @@ impl WorkRepo {
                      before an issue reference closes that issue once the commit is merged. Reword \
                      it without the keyword (`git commit --amend`, or `git rebase -i` for an \
                      earlier commit); sandcastle's pull request says which issue it closes",
-                    short(id.trim_start())
+                    short(id)
                 )));
             }
         }
@@ -481,6 +486,11 @@ impl WorkRepo {
         )
         .map_err(fail)
     }
+}
+
+/// An object id as people read it: its first 12 digits.
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
 }
 
 /// A full hexadecimal object id (SHA-1 or SHA-256).
