@@ -47,6 +47,7 @@ pub struct Config {
     pub cluster: Cluster,
     pub questions: Questions,
     pub clarify: Clarify,
+    pub publish: Publish,
     pub autopilot: Autopilot,
 }
 
@@ -60,6 +61,16 @@ pub struct Autopilot {
     pub ci_rounds: u32,
     /// Rounds that merge the default branch into a conflicting pull request, per pull request.
     pub conflict_rounds: u32,
+}
+
+/// What finished work may carry to the forge.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Publish {
+    /// Push changes to CI workflow files (`.forgejo/workflows/`, `.gitea/workflows/`,
+    /// `.github/workflows/`), which run with the repository's secrets once pushed; `false`: such
+    /// work stops with one comment naming them.
+    pub allow_workflow_changes: bool,
 }
 
 /// The assessment of an issue before work starts, and the questions it may ask a person.

@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Autopilot, Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Questions,
-    Review, Sandbox, defaults, forge, image, mounts, suggest,
+    Autopilot, Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Publish,
+    Questions, Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -29,6 +29,7 @@ const TOP_KEYS: &[&str] = &[
     "questions",
     "clarify",
     "autopilot",
+    "publish",
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
@@ -45,6 +46,7 @@ const QUESTIONS_KEYS: &[&str] = &[
 ];
 const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds"];
 const AUTOPILOT_KEYS: &[&str] = &["enabled", "ciRounds", "conflictRounds"];
+const PUBLISH_KEYS: &[&str] = &["allowWorkflowChanges"];
 
 type Span = Option<Range<usize>>;
 
@@ -65,6 +67,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
     let questions = top.section("questions", QUESTIONS_KEYS)?;
     let clarify = top.section("clarify", CLARIFY_KEYS)?;
     let autopilot = top.section("autopilot", AUTOPILOT_KEYS)?;
+    let publish = top.section("publish", PUBLISH_KEYS)?;
 
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
@@ -245,6 +248,14 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                         .unwrap_or(default.conflict_rounds),
                 },
             }
+        },
+        publish: match publish {
+            None => Publish::default(),
+            Some(publish) => Publish {
+                allow_workflow_changes: publish
+                    .boolean("allowWorkflowChanges", "true")?
+                    .unwrap_or_default(),
+            },
         },
     })
 }

@@ -83,6 +83,7 @@ fn defaults() -> Value {
         },
         "clarify": { "enabled": true, "threshold": 0.8, "maxRounds": 5 },
         "autopilot": { "enabled": true, "ciRounds": 2, "conflictRounds": 2 },
+        "publish": { "allowWorkflowChanges": false },
     })
 }
 
@@ -143,6 +144,8 @@ maxRounds = 2
 enabled = false
 ciRounds = 3
 conflictRounds = 1
+[publish]
+allowWorkflowChanges = true
 "#;
     assert_eq!(
         resolved(toml),
@@ -178,6 +181,7 @@ conflictRounds = 1
             },
             "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2 },
             "autopilot": { "enabled": false, "ciRounds": 3, "conflictRounds": 1 },
+            "publish": { "allowWorkflowChanges": true },
         })
     );
 }
@@ -308,6 +312,10 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "4:13: `clarify.maxRounds` must be at least 1, found 0; write e.g. `maxRounds = 5` in [clarify]",
         ),
         (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[publish]\nallowWorkflowChanges = 1\n",
+            "4:24: `publish.allowWorkflowChanges` must be true or false, found an integer; write e.g. `allowWorkflowChanges = true` in [publish]",
+        ),
+        (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[questions]\nresponders = [\"bob smith\"]\n",
             "4:15: `questions.responders` entry \"bob smith\" is not a forge login; write e.g. `responders = [\"alice\"]` in [questions]",
         ),
@@ -360,7 +368,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`, `autopilot`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`, `autopilot`, `publish`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

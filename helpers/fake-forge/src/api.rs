@@ -137,8 +137,13 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
             let state = call.shared.state();
             Ok(Reply::json(200, call.render().login(&state.users, login)))
         }
-        ("GET", "/repos/{owner}/{repo}") => call
-            .with_repo(|state, repo| Ok(Reply::json(200, call.render().repo(&state.users, repo)))),
+        ("GET", "/repos/{owner}/{repo}") => call.with_repo(|state, repo| {
+            let caller = call.caller.as_deref();
+            Ok(Reply::json(
+                200,
+                call.render().repo(&state.users, repo, caller),
+            ))
+        }),
         ("GET", "/repos/{owner}/{repo}/labels") => list_labels(call),
         ("POST", "/repos/{owner}/{repo}/labels") => create_label(call),
         ("GET", "/repos/{owner}/{repo}/issues") => list_issues(call),

@@ -198,6 +198,21 @@ impl FakeForge {
         token
     }
 
+    /// Another token of the existing user `login` (as a person may create several).
+    pub fn add_token(&self, login: &str) -> Result<String> {
+        let mut state = self.shared.state();
+        let Some(id) = state.users.iter().find(|u| u.login == login).map(|u| u.id) else {
+            bail!("no user {login}");
+        };
+        let token = format!("{:032x}{:08x}", random_u128(), state.users.len());
+        state.users.push(state::User {
+            id,
+            login: login.to_string(),
+            token: token.clone(),
+        });
+        Ok(token)
+    }
+
     /// Creates a repository with one commit on `default_branch`, served at `{url}/{owner}/{name}.git`.
     pub fn create_repo(&self, owner: &str, name: &str, default_branch: &str) -> Result<()> {
         if self.shared.state().repo(owner, name).is_ok() {

@@ -55,7 +55,11 @@ impl Render<'_> {
         self.user(id, login)
     }
 
-    pub fn repo(&self, users: &[User], repo: &Repo) -> Value {
+    /// The repository as `caller` sees it: its `permissions` are the caller's (anonymous: read).
+    pub fn repo(&self, users: &[User], repo: &Repo, caller: Option<&str>) -> Value {
+        let permission = caller.map_or("read", |login| repo.permission_of(login));
+        let admin = matches!(permission, "owner" | "admin");
+        let push = admin || permission == "write";
         let full_name = format!("{}/{}", repo.owner, repo.name);
         let open = |pull: bool| {
             repo.issues
@@ -96,7 +100,7 @@ impl Render<'_> {
             "created_at": repo.created,
             "updated_at": repo.created,
             "archived_at": "1970-01-01T00:00:00Z",
-            "permissions": {"admin": true, "push": true, "pull": true},
+            "permissions": {"admin": admin, "push": push, "pull": true},
             "has_issues": true,
             "internal_tracker": {
                 "enable_time_tracker": false,
@@ -225,7 +229,7 @@ impl Render<'_> {
                 "ref": name,
                 "sha": sha,
                 "repo_id": repo.id,
-                "repo": self.repo(users, repo),
+                "repo": self.repo(users, repo, None),
             })
         };
         json!({
@@ -476,7 +480,7 @@ impl Render<'_> {
             "sha": sha,
             "total_count": statuses.len(),
             "statuses": statuses.iter().map(|s| self.status(users, repo, s)).collect::<Vec<_>>(),
-            "repository": self.repo(users, repo),
+            "repository": self.repo(users, repo, None),
             "commit_url": self.commit_url(repo, sha),
             "url": format!("{}/status", self.commit_url(repo, sha)),
         })

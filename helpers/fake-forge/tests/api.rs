@@ -94,6 +94,35 @@ fn repository_reports_its_default_branch_and_clone_url() {
     );
 }
 
+/// A repository's `permissions` are the caller's, as Forgejo answers them per token.
+#[test]
+fn repository_permissions_are_the_callers() {
+    let (forge, alice, bob) = forge();
+    let permissions = |api: &Api| api.get(REPO).json["permissions"].clone();
+    let all = json!({"admin": true, "push": true, "pull": true});
+    assert_eq!(permissions(&alice), all, "the owner");
+    assert_eq!(
+        permissions(&bob),
+        json!({"admin": false, "push": false, "pull": true})
+    );
+    forge
+        .add_collaborator("alice/demo", "bob", "write")
+        .unwrap();
+    assert_eq!(
+        permissions(&bob),
+        json!({"admin": false, "push": true, "pull": true})
+    );
+    forge
+        .add_collaborator("alice/demo", "bob", "admin")
+        .unwrap();
+    assert_eq!(permissions(&bob), all);
+    assert!(
+        forge.schema_violations().is_empty(),
+        "{:?}",
+        forge.schema_violations()
+    );
+}
+
 #[test]
 fn issue_label_filter_keeps_issues_with_all_labels_and_drops_unknown_names() {
     let (forge, alice, _) = forge();

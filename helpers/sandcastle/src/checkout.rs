@@ -7,7 +7,7 @@
 //! checkout, so nothing the agent writes into it (hooks, config, a missing `.git`) acts on the host.
 //! After a turn, [`HAND_OUT`] runs at the end of the agent's own exec (`agent.rs`, `hand_out.rs`);
 //! [`take_commits`] runs it on its own when that exec handed out nothing usable.
-use crate::git::WorkRepo;
+use crate::git::{Imported, WorkRepo};
 use crate::hand_out::Commits;
 use crate::sandbox::{Sandbox, WORKSPACE};
 use anyhow::{Context, Result, anyhow};
@@ -74,10 +74,10 @@ pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
     Ok(())
 }
 
-/// Brings the agent's commits into `repo` as its work branch with an exec of its own; returns the
-/// new tip. A checkout the agent broke (no `.git`, no commit at HEAD) is an error naming what is
-/// wrong.
-pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<String> {
+/// Brings the agent's commits into `repo` as its work branch with an exec of its own, unless
+/// `WorkRepo::import` refuses them. A checkout the agent broke (no `.git`, no commit at HEAD) is
+/// an error naming what is wrong.
+pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<Imported> {
     let known = repo.tip()?;
     let handed_out = repo.scratch_file()?;
     let argv = ["sh", "-c", HAND_OUT, "sh", WORKSPACE, &known];
@@ -88,16 +88,16 @@ pub fn take_commits(sandbox: &Sandbox, repo: &WorkRepo) -> Result<String> {
 }
 
 /// Brings in what an agent's turn handed out of its checkout (`file` holds it when it is
-/// [`Commits::InFile`]), checked as [`take_commits`] checks its own; returns the new tip. A turn
-/// that ended at `known_tip`, the tip it was given, changed nothing: no git call.
+/// [`Commits::InFile`]), checked as [`take_commits`] checks its own. A turn that ended at
+/// `known_tip`, the tip it was given, changed nothing: no git call.
 pub fn take_handed_out(
     repo: &WorkRepo,
     commits: Commits,
     file: &Path,
     known_tip: &str,
-) -> Result<String> {
+) -> Result<Imported> {
     match commits {
-        Commits::InFile if unchanged(file, known_tip) => Ok(known_tip.to_string()),
+        Commits::InFile if unchanged(file, known_tip) => Ok(Imported::Tip(known_tip.to_string())),
         Commits::InFile => repo.import(file),
         Commits::Refused(why) => Err(anyhow!(why)),
     }

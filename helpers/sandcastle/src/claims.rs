@@ -10,6 +10,7 @@
 //! lease expires (`[cluster] leaseTtl`). Only comments by the orchestrator's own login count, so
 //! nobody else can forge or block a claim.
 use crate::forge::{Comment, Forge};
+use crate::forge_text::Post;
 use crate::sandbox;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -123,16 +124,17 @@ pub fn claim(forge: &Forge, login: &str, id: &str, ttl: Duration, number: u64) -
     }
 }
 
-fn body(id: &str, ttl: Duration) -> String {
+fn body(id: &str, ttl: Duration) -> Post {
     let until = jiff::Timestamp::now() + jiff::SignedDuration::try_from(ttl).unwrap_or_default();
     let mark = serde_json::to_string(&Mark {
         id: id.to_string(),
         until,
     })
     .expect("a mark serialises");
-    format!(
-        "sandcastle `{id}` is working on this (lease until {until}; renewed while it works).\n\n{MARKER}{mark}{END}"
-    )
+    Post::new(&format!(
+        "sandcastle `{id}` is working on this (lease until {until}; renewed while it works).\n"
+    ))
+    .marked(&format!("{MARKER}{mark}{END}"))
 }
 
 /// A claim held: renewed every third of its time to live on a thread of its own (so long agent

@@ -241,7 +241,7 @@ pub fn for_implementer(state: &WorkState) -> String {
 
 /// The pull request body's section on the clarification: every answer, and what the implementer
 /// had to assume. Empty when nothing was asked or assumed.
-pub fn pull_section(ctx: &Context, state: &WorkState) -> String {
+pub fn pull_section(state: &WorkState) -> String {
     let Some(c) = &state.clarification else {
         return String::new();
     };
@@ -250,14 +250,14 @@ pub fn pull_section(ctx: &Context, state: &WorkState) -> String {
         text +=
             "\n\n## Clarification\n\nBefore work started, sandcastle asked one question a round:\n";
         for (index, round) in c.rounds.iter().enumerate() {
-            text += &format!("\n{}. {}\n", index + 1, ctx.agent_text(&round.question));
+            text += &format!("\n{}. {}\n", index + 1, round.question);
             if let Some(answer) = &round.answer {
                 let replies: Vec<&str> = answer.replies.iter().map(|r| r.text.as_str()).collect();
                 text += &format!(
                     "   Answered by {} through {}: {}\n",
                     answer.by,
                     answer.channel,
-                    ctx.agent_text(&replies.join(" "))
+                    replies.join(" ")
                 );
             }
         }
@@ -273,13 +273,13 @@ pub fn pull_section(ctx: &Context, state: &WorkState) -> String {
                 .count()
         );
         for point in &c.unclear {
-            text += &format!("- {}\n", ctx.agent_text(point));
+            text += &format!("- {point}\n");
         }
     }
     if let Some(why) = &c.degraded {
         text += &format!(
             "\n\nThe clarification was degraded ({}); work started without it.\n",
-            ctx.agent_text(why)
+            why
         );
     }
     text

@@ -1,7 +1,6 @@
 //! Everything a run resolves once at start and shares with every lane.
 use crate::asking::Handlers;
 use crate::forge::Forge;
-use crate::forge_text;
 use crate::git::{self, Credentials};
 use crate::planning::PlanMemo;
 use crate::progress::Progress;
@@ -10,7 +9,7 @@ use crate::report::Report;
 use crate::sandbox::{self, TeaLogin};
 use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
-use sandcastle_config::Config;
+use sandcastle_config::{Config, ConfigError};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,8 +89,11 @@ impl Settings {
     }
 
     /// `FORGEJO_AGENT_TOKEN` with the login the forge says it belongs to, or `None` when the project
-    /// gives sandboxes no forge access. The orchestrator's own token is refused here.
-    pub fn agent_login(&self, creds: &Credentials) -> Result<Option<Credentials>> {
+    /// gives sandboxes no forge access. Refused (a `ConfigError`, one line naming the key): the
+    /// orchestrator's own token or login (what the agent posted would count as sandcastle's own), or
+    /// a login that may push to the repository (the repository's `permissions` as that token sees
+    /// them).
+    pub fn agent_login(&self, creds: &Credentials, login: &str) -> Result<Option<Credentials>> {
         let Some(token) = self
             .env
             .get("FORGEJO_AGENT_TOKEN")
@@ -99,15 +101,33 @@ impl Settings {
         else {
             return Ok(None);
         };
+        let refuse = |why: String| -> anyhow::Error {
+            ConfigError(format!(
+                "FORGEJO_AGENT_TOKEN {why}; give sandboxes a token of another login with read access \
+                 only to {}, or remove FORGEJO_AGENT_TOKEN from .sandcastle/.env",
+                self.config.repo
+            ))
+            .into()
+        };
         if token == creds.token {
-            bail!(
-                "FORGEJO_AGENT_TOKEN is the same token as FORGEJO_TOKEN: sandboxes must never hold the \
-                 orchestrator's token; create a separate token with read-only scopes, or remove FORGEJO_AGENT_TOKEN"
-            );
+            return Err(refuse(
+                "is the same token as FORGEJO_TOKEN: sandboxes must never hold the orchestrator's token"
+                    .to_string(),
+            ));
         }
-        let user = Forge::new(&self.config.forge_url, &self.config.repo, &token)
-            .token_name("FORGEJO_AGENT_TOKEN")
-            .current_user()?;
+        let forge = Forge::new(&self.config.forge_url, &self.config.repo, &token)
+            .token_name("FORGEJO_AGENT_TOKEN");
+        let user = forge.current_user()?;
+        if user == login {
+            return Err(refuse(format!(
+                "belongs to {user}, the orchestrator's own login: what the agent posts would count as sandcastle's own"
+            )));
+        }
+        if forge.can_push()? {
+            return Err(refuse(format!(
+                "belongs to {user}, who may push to the repository"
+            )));
+        }
         Ok(Some(Credentials { user, token }))
     }
 }
@@ -121,7 +141,12 @@ impl Context {
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
         let login = forge.current_user().map_err(redacted)?;
-        let agent_login = settings.agent_login(&creds).map_err(redacted)?;
+        let agent_login = settings.agent_login(&creds, &login).map_err(|e| {
+            match e.downcast::<ConfigError>() {
+                Ok(refused) => refused.into(),
+                Err(e) => redacted(e),
+            }
+        })?;
         let progress = Progress::new(redactor.clone());
         let run_id = run_id();
         let id = settings
@@ -220,12 +245,6 @@ impl Context {
         ];
         all.extend_from_slice(vars);
         prompts::render(&self.project, name, &all)
-    }
-
-    /// Agent text made fit for the forge: closing keywords defused. (Secrets are the forge client's
-    /// to redact: it redacts everything it sends.)
-    pub fn agent_text(&self, text: &str) -> String {
-        forge_text::defuse_keywords(text)
     }
 
     /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.

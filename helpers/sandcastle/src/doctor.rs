@@ -185,15 +185,21 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
         }),
     );
     if reached.is_some() {
-        report.line(
-            "token",
-            forge
-                .current_user()
-                .map(|user| format!("accepted, as {user}")),
-        );
+        let login = forge.current_user();
+        let shown = match &login {
+            Ok(user) => Ok(format!("accepted, as {user}")),
+            Err(e) => Err(anyhow::anyhow!("{e:#}")),
+        };
+        report.line("token", shown);
+        let agent = match &login {
+            Ok(login) => settings.agent_login(&creds, login),
+            Err(_) => Err(anyhow::anyhow!(
+                "not checked: the forge does not accept FORGEJO_TOKEN (see above)"
+            )),
+        };
         report.line(
             "sandboxes",
-            settings.agent_login(&creds).map(|login| match login {
+            agent.map(|login| match login {
                 Some(login) => format!(
                     "tea reads the forge as {} (FORGEJO_AGENT_TOKEN; give it read-only scopes); FORGEJO_TOKEN stays on the host",
                     login.user

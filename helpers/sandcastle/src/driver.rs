@@ -10,12 +10,12 @@ use crate::clarify;
 use crate::context::Context;
 use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
-use crate::git::WorkRepo;
+use crate::git::{Imported, WorkRepo};
 use crate::green;
 use crate::outbox::{self, Due};
 use crate::plan::branch_for;
 use crate::prompts;
-use crate::publish;
+use crate::publish::{self, Published};
 use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
 use crate::role::{Role, WorkKey};
@@ -29,8 +29,8 @@ pub trait Sandboxed {
     fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome>;
     /// The `[commands] check` steps, run by the orchestrator in the sandbox.
     fn gate(&mut self) -> Result<GateOutcome>;
-    /// The agent's commits, brought into the work repository; the new tip.
-    fn take_commits(&mut self) -> Result<String>;
+    /// The agent's commits, brought into the work repository (the new tip), or refused.
+    fn take_commits(&mut self) -> Result<Imported>;
     /// The bytes of the ask the agent left in its outbox (`sandcastle ask`), unchecked.
     fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
         Ok(None)
@@ -180,6 +180,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         // After the state is saved: a round counted is a round that resumes.
         green::begin(ctx, pull.number, trouble)?;
     }
+    let repo = repo.starting_at(state.start_commit.as_deref().expect("set above"));
     let mut sandbox = WorkSandbox::new(ctx, key, &repo).with_env(&outbox::sandbox_env(key, &state));
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
@@ -223,9 +224,20 @@ pub fn drive(
                 let outcome = working_turn(ctx, piece, &vars, state, sandbox)?;
                 // The session and the cost are kept even if taking the commits fails.
                 state.save(&ctx.state_dir())?;
-                sandbox.take_commits()?;
+                let imported = sandbox.take_commits()?;
                 let handed = sandbox.take_ask();
                 outbox::take(ctx, key, state, handed)?;
+                if let Imported::Refused(why) = imported {
+                    ctx.progress
+                        .note(&format!("{key}: the agent's commits were refused: {why}"));
+                    state.last_summary = format!(
+                        "iteration {} failed: its commits were refused: {why}",
+                        state.iterations
+                    );
+                    state.nudge = Some(refused_nudge(&why));
+                    state.save(&ctx.state_dir())?;
+                    continue;
+                }
                 let asked = match piece {
                     Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
                     Piece::Pull(_) | Piece::Green(..) => None,
@@ -317,11 +329,17 @@ pub fn drive(
                     }
                 }
             }
-            Phase::Publish => {
-                let pull = publish::publish(ctx, piece, repo, base, state)?;
-                state.pull = Some(pull);
-                state.phase = Phase::Done;
-            }
+            Phase::Publish => match publish::publish(ctx, piece, repo, base, state)? {
+                Published::Pull(pull) => {
+                    state.pull = Some(pull);
+                    state.phase = Phase::Done;
+                }
+                Published::HeldBack(why) => {
+                    ctx.progress.note(&format!("{key}: not published: {why}"));
+                    state.stopped_by = Some(why);
+                    state.phase = Phase::GaveUp;
+                }
+            },
             Phase::Done => {
                 return Ok(match piece {
                     Piece::Issue(_) => Outcome::PullRequest(state.pull.unwrap_or_default()),
@@ -598,17 +616,24 @@ fn review(
         &prompt,
         saved.as_ref(),
     )?;
-    let after = sandbox.take_commits()?;
-    let mut verdict = match &outcome.ending {
-        Ending::Completed => Verdict {
+    let (after, refused) = match sandbox.take_commits()? {
+        Imported::Tip(tip) => (tip, None),
+        Imported::Refused(why) => (before.clone(), Some(why)),
+    };
+    let mut verdict = match (refused, &outcome.ending) {
+        (Some(why), _) => Verdict {
+            approved: false,
+            summary: format!("The reviewer's commits were refused: {why}"),
+        },
+        (None, Ending::Completed) => Verdict {
             approved: true,
             summary: outcome.result_text.clone(),
         },
-        Ending::Stopped => Verdict {
+        (None, Ending::Stopped) => Verdict {
             approved: false,
             summary: outcome.result_text.clone(),
         },
-        Ending::Failed(why) => Verdict {
+        (None, Ending::Failed(why)) => Verdict {
             approved: false,
             summary: format!("The review failed: {why}"),
         },
@@ -707,6 +732,14 @@ pub fn gate_nudge(gate: &GateOutcome, runs: u32) -> String {
          The end of its output:\n\n```\n{}\n```\n\nFix what it reports.",
         gate.failed_step.as_deref().unwrap_or("?"),
         gate.tail.trim_end()
+    )
+}
+
+/// What an agent whose commits were refused is told next.
+fn refused_nudge(why: &str) -> String {
+    format!(
+        "The orchestrator did not take the commits in your checkout: {why}. They are still there; \
+         fix them, then go on. Nothing is published until they are taken."
     )
 }
 

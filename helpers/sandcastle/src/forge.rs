@@ -15,6 +15,7 @@ use std::time::Duration;
 mod history;
 pub use history::{BranchCommit, PullFate};
 
+use crate::forge_text::Post;
 use crate::secrets::Redactor;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::de::DeserializeOwned;
@@ -251,6 +252,13 @@ impl Forge {
         Ok(repo.default_branch)
     }
 
+    /// `GET /repos/{o}/{r}`: whether the token's login may push to (or administer) the
+    /// repository, as the repository's `permissions` say to that token.
+    pub fn can_push(&self) -> Result<bool> {
+        let repo: ApiRepo = self.get_json(&self.repo_path(""))?;
+        Ok(repo.permissions.is_some_and(|p| p.push || p.admin))
+    }
+
     /// Creates the missing lifecycle labels; returns every label of the repository.
     pub fn ensure_labels(&self) -> Result<Vec<Label>> {
         let mut labels = self.labels()?;
@@ -347,8 +355,8 @@ impl Forge {
         author: &str,
         branch: &str,
         base: &str,
-        title: &str,
-        body: &str,
+        title: &Post,
+        body: &Post,
     ) -> Result<Pull> {
         // A create whose answer was lost may have succeeded: look again before each try.
         let mut attempt = 1;
@@ -380,11 +388,12 @@ impl Forge {
         author: &str,
         branch: &str,
         base: &str,
-        title: &str,
-        body: &str,
+        title: &Post,
+        body: &Post,
     ) -> Result<Pull> {
         let path = self.repo_path("/pulls");
-        let request = json!({"head": branch, "base": base, "title": title, "body": body});
+        let request =
+            json!({"head": branch, "base": base, "title": title.as_str(), "body": body.as_str()});
         let reply = self.send(&path, Method::Post(request))?;
         match reply.status {
             201 => Ok(parse::<ApiPull>(&reply, &path)?.into()),
@@ -466,16 +475,16 @@ impl Forge {
     }
 
     /// Posts a comment; its id.
-    pub fn comment(&self, number: u64, body: &str) -> Result<i64> {
+    pub fn comment(&self, number: u64, body: &Post) -> Result<i64> {
         let path = self.repo_path(&format!("/issues/{number}/comments"));
-        let comment: ApiComment = self.post_json(&path, json!({"body": body}), 201)?;
+        let comment: ApiComment = self.post_json(&path, json!({"body": body.as_str()}), 201)?;
         Ok(comment.id)
     }
 
     /// `PATCH /repos/{o}/{r}/issues/comments/{id}`: a comment of ours, rewritten.
-    pub fn edit_comment(&self, id: i64, body: &str) -> Result<()> {
+    pub fn edit_comment(&self, id: i64, body: &Post) -> Result<()> {
         let path = self.repo_path(&format!("/issues/comments/{id}"));
-        let reply = self.send(&path, Method::Patch(json!({"body": body})))?;
+        let reply = self.send(&path, Method::Patch(json!({"body": body.as_str()})))?;
         if !matches!(reply.status, 200 | 204) {
             return Err(self.failure("PATCH", &path, &reply));
         }
@@ -753,6 +762,17 @@ struct ApiUser {
 #[derive(Deserialize)]
 struct ApiRepo {
     default_branch: String,
+    #[serde(default)]
+    permissions: Option<ApiRepoPermissions>,
+}
+
+/// A repository's `permissions` as the token's login has them.
+#[derive(Deserialize)]
+struct ApiRepoPermissions {
+    #[serde(default)]
+    admin: bool,
+    #[serde(default)]
+    push: bool,
 }
 
 #[derive(Deserialize)]
@@ -1025,10 +1045,13 @@ mod tests {
                 fault(503, None),
             )
             .unwrap();
-        let error = format!("{:#}", client.comment(number, "once").unwrap_err());
+        let error = format!(
+            "{:#}",
+            client.comment(number, &Post::new("once")).unwrap_err()
+        );
         assert!(error.contains("HTTP 503"), "{error}");
         assert!(forge.comments(REPO, number).is_empty());
-        client.comment(number, "once").unwrap();
+        client.comment(number, &Post::new("once")).unwrap();
         assert_eq!(forge.comments(REPO, number).len(), 1);
 
         // Opening a pull request looks again before each try: one pull request.
@@ -1043,8 +1066,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-1",
                 "main",
-                "Issue 1",
-                "Closes #1",
+                &Post::new("Issue 1"),
+                &Post::closing(1, ""),
             )
             .unwrap();
         assert_eq!(forge.pulls(REPO).len(), 1);
@@ -1211,8 +1234,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-7",
                 "main",
-                "Issue 7",
-                "Closes #7",
+                &Post::new("Issue 7"),
+                &Post::closing(7, ""),
             )
             .unwrap();
         assert_eq!(first.head_branch, "sandcastle/issue-7");
@@ -1221,8 +1244,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-7",
                 "main",
-                "Issue 7",
-                "Closes #7",
+                &Post::new("Issue 7"),
+                &Post::closing(7, ""),
             )
             .unwrap();
         assert_eq!(again.number, first.number);
@@ -1232,8 +1255,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-7",
                 "main",
-                "Issue 7",
-                "Closes #7",
+                &Post::new("Issue 7"),
+                &Post::closing(7, ""),
             )
             .unwrap();
         assert_eq!(raced.number, first.number);
@@ -1241,11 +1264,17 @@ mod tests {
         assert_eq!(pulls.len(), 1);
         assert_eq!(
             (pulls[0].body.as_str(), pulls[0].author.as_str()),
-            ("Closes #7", "alice")
+            ("Closes #7\n\n", "alice")
         );
         assert_eq!(client.open_pulls().unwrap().len(), 1);
         let missing = client
-            .open_pull("alice", "no-such-branch", "main", "x", "y")
+            .open_pull(
+                "alice",
+                "no-such-branch",
+                "main",
+                &Post::new("x"),
+                &Post::new("y"),
+            )
             .unwrap_err();
         assert!(format!("{missing:#}").contains("HTTP 404"), "{missing:#}");
         assert_conforms(&forge);
@@ -1273,8 +1302,8 @@ mod tests {
                 "mallory",
                 "mallory:sandcastle/issue-3",
                 "main",
-                "Fork",
-                "Closes #3",
+                &Post::new("Fork"),
+                &Post::closing(3, ""),
             )
             .unwrap();
         assert_eq!(fork_pull.author, "mallory");
@@ -1289,8 +1318,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-3",
                 "main",
-                "Issue 3",
-                "Closes #3",
+                &Post::new("Issue 3"),
+                &Post::closing(3, ""),
             )
             .unwrap();
         assert_ne!(
@@ -1314,7 +1343,7 @@ mod tests {
         let client = client.redacting(redactor);
         let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
         client
-            .comment(number, "- Commit sk-forge-sink-secret leaked\n")
+            .comment(number, &Post::new("- Commit sk-forge-sink-secret leaked\n"))
             .unwrap();
         let comments = forge.comments(REPO, number);
         assert_eq!(comments[0].body, "- Commit [redacted] leaked\n");
@@ -1361,7 +1390,7 @@ mod tests {
         let (forge, client) = setup();
         let number = forge.create_issue(REPO, "bob", "t", "", &[]).unwrap();
         let id = client
-            .comment(number, "Could not finish: tests fail.")
+            .comment(number, &Post::new("Could not finish: tests fail."))
             .unwrap();
         let comments = client.comments(number).unwrap();
         assert_eq!(comments.len(), 1);
@@ -1373,9 +1402,9 @@ mod tests {
             ),
             (id, "Could not finish: tests fail.", "alice")
         );
-        client.edit_comment(id, "Edited.").unwrap();
+        client.edit_comment(id, &Post::new("Edited.")).unwrap();
         assert_eq!(client.comments(number).unwrap()[0].body, "Edited.");
-        assert!(client.edit_comment(id + 100, "x").is_err());
+        assert!(client.edit_comment(id + 100, &Post::new("x")).is_err());
         assert_conforms(&forge);
     }
 
@@ -1390,8 +1419,8 @@ mod tests {
                 "alice",
                 "sandcastle/issue-1",
                 "main",
-                "Issue 1",
-                "Closes #1",
+                &Post::new("Issue 1"),
+                &Post::closing(1, ""),
             )
             .unwrap()
             .number;

@@ -1,5 +1,6 @@
 //! Words that cross the trust boundary: forge text (issues, reviews, titles) going into a prompt is
-//! fenced as untrusted data, and agent text going onto the forge cannot close or reopen issues.
+//! fenced as untrusted data, and every word sandcastle posts on the forge is defused: it cannot
+//! close or reopen issues, mention anyone, or carry a hidden marker.
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -46,18 +47,60 @@ static KEYWORD_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("a valid pattern")
 });
 
+/// An `@mention`: an `@` that starts a word and is followed by a login's first character (an
+/// e-mail address's `@` follows a letter, and Forgejo does not read it as a mention either).
+static MENTION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(^|[^\w.@-])@([\w-])").expect("a valid pattern"));
+
 /// A zero-width space after the keyword: the text reads the same, the reference still links, but
 /// the forge no longer sees a keyword directly before it.
 const DEFUSER: &str = "\u{200B}";
 
-/// Agent text made safe to post: no closing or reopening keyword acts on the forge. Only the
-/// orchestrator's own `Closes #N` line, written outside this text, closes the issue.
-pub fn defuse_keywords(text: &str) -> String {
-    KEYWORD_REFERENCE
-        .replace_all(text, |caps: &regex::Captures| {
-            format!("{}{DEFUSER}{}", &caps[1], &caps[2])
-        })
-        .into_owned()
+/// Text made safe to post under sandcastle's login: no closing or reopening keyword acts on the
+/// forge, no `@mention` notifies anyone, and no `<!--` starts a hidden comment, so no marker of
+/// sandcastle's (a claim, an attempt) can come from it. It reads the same: a zero-width space goes
+/// after the keyword, the `@` and the `<`. Idempotent.
+pub fn defuse(text: &str) -> String {
+    let text = KEYWORD_REFERENCE.replace_all(text, |caps: &regex::Captures| {
+        format!("{}{DEFUSER}{}", &caps[1], &caps[2])
+    });
+    let text = MENTION.replace_all(&text, |caps: &regex::Captures| {
+        format!("{}@{DEFUSER}{}", &caps[1], &caps[2])
+    });
+    text.replace("<!--", &format!("<{DEFUSER}!--"))
+}
+
+/// The first closing or reopening keyword with its reference in `text` (a commit message), as
+/// written: Forgejo acts on it once the commit reaches the default branch.
+pub fn closing_reference(text: &str) -> Option<&str> {
+    KEYWORD_REFERENCE.find(text).map(|m| m.as_str())
+}
+
+/// Text sandcastle posts on the forge under its own login: a comment, a pull request's title or
+/// body. [`Post::new`] is the only way to make one from words, so every such string is
+/// [`defuse`]d, whoever wrote it; what sandcastle adds after defusing is its own and typed: the
+/// `Closes #N` line and the hidden marker that lets it find its comment again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Post(String);
+
+impl Post {
+    pub fn new(text: &str) -> Post {
+        Post(defuse(text))
+    }
+
+    /// A pull request body whose first line, `Closes #N`, is the only one that closes an issue.
+    pub fn closing(issue: u64, text: &str) -> Post {
+        Post(format!("Closes #{issue}\n\n{}", defuse(text)))
+    }
+
+    /// With sandcastle's hidden marker on a line of its own at the end. Never agent or forge text.
+    pub fn marked(self, marker: &str) -> Post {
+        Post(format!("{}\n{marker}", self.0))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 #[cfg(test)]
@@ -83,21 +126,63 @@ mod tests {
             7,
             "the test rule sees them all"
         );
-        let defused = defuse_keywords(hostile);
+        let defused = defuse(hostile);
         assert_eq!(forgejo_closes(&defused), Vec::<String>::new(), "{defused}");
         assert_eq!(
             defused.replace(DEFUSER, ""),
             hostile,
             "only the marker is added"
         );
-        assert_eq!(defuse_keywords(&defused), defused, "idempotent");
+        assert_eq!(defuse(&defused), defused, "idempotent");
         for plain in [
             "Fix the off-by-one in paging",
             "closed the file handle",
             "#7 is related",
         ] {
-            assert_eq!(defuse_keywords(plain), plain);
+            assert_eq!(defuse(plain), plain);
         }
+    }
+
+    #[test]
+    fn mentions_and_hidden_comments_are_defused_and_read_the_same() {
+        let hostile =
+            "@alice look (@bob-2) [@carol]\n@dave <!-- sandcastle:claim {\"id\":\"x\"} -->";
+        let defused = defuse(hostile);
+        assert!(!defused.contains("<!--"), "{defused}");
+        for name in ["alice", "bob-2", "carol", "dave"] {
+            assert!(!defused.contains(&format!("@{name}")), "{defused}");
+        }
+        assert_eq!(defused.replace(DEFUSER, ""), hostile);
+        assert_eq!(defuse(&defused), defused, "idempotent");
+        for plain in ["mail me at ops@example.dev", "a <b> c", "x@y"] {
+            assert_eq!(defuse(plain), plain);
+        }
+    }
+
+    #[test]
+    fn a_post_is_defused_and_only_sandcastles_own_parts_act() {
+        let post = Post::closing(4, "Fixes #2 <!-- sandcastle:attempt 1 -->").marked("<!-- m -->");
+        assert_eq!(
+            post.as_str(),
+            format!(
+                "Closes #4\n\nFixes{DEFUSER} #2 <{DEFUSER}!-- sandcastle:attempt 1 -->\n<!-- m -->"
+            )
+        );
+        assert_eq!(Post::new("@x").as_str(), format!("@{DEFUSER}x"));
+    }
+
+    #[test]
+    fn closing_references_in_commit_messages_are_found_in_every_form() {
+        for message in [
+            "Fixes #2",
+            "Add it\n\ncloses: alice/demo#3",
+            "RESOLVED https://forge.example.dev/o/r/issues/4",
+            "fix !5",
+        ] {
+            assert!(closing_reference(message).is_some(), "{message}");
+        }
+        assert_eq!(closing_reference("Fix paging\n\nsee #2"), None);
+        assert_eq!(closing_reference("x Fixes #2 y"), Some("Fixes #2"));
     }
 
     #[test]

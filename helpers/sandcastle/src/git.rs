@@ -11,6 +11,7 @@
 //! never in a URL or an argument: the helper text given as config only names two variables, and
 //! the values sit in those variables of that one git process.
 use crate::deadline;
+use crate::forge_text;
 use anyhow::{Context, Result, anyhow, bail};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,18 @@ pub struct WorkRepo {
     remote: String,
     pub branch: String,
     pub base: String,
+    /// The commit the work started from (`starting_at`); every commit taken in must descend from
+    /// it. Unset: `origin/<base>`.
+    start: Option<String>,
+}
+
+/// What became of the commits a sandbox handed out.
+#[derive(Debug, PartialEq)]
+pub enum Imported {
+    /// The work branch's new tip.
+    Tip(String),
+    /// Refused, the work branch left where it was: why, in words the agent can act on.
+    Refused(String),
 }
 
 impl WorkRepo {
@@ -94,6 +107,7 @@ impl WorkRepo {
             remote: remote.to_string(),
             branch: branch.to_string(),
             base: base.to_string(),
+            start: None,
         };
         let prepared = if created {
             repo.create()
@@ -110,6 +124,12 @@ impl WorkRepo {
             return Err(error);
         }
         Ok(repo)
+    }
+
+    /// The work started from `start`, which every commit taken in must descend from.
+    pub fn starting_at(mut self, start: &str) -> WorkRepo {
+        self.start = Some(start.to_string());
+        self
     }
 
     fn git(&self) -> Git<'_> {
@@ -257,6 +277,35 @@ impl WorkRepo {
         Ok(log.lines().map(str::to_string).collect())
     }
 
+    /// The paths the work changed: their content at the tip differs from that at `start` and from
+    /// that on `origin/<base>` (added, changed, removed, or turned into a link), so what a merge of
+    /// the base branch brings in is not counted. Sorted; names that are not UTF-8 are shown lossily.
+    pub fn changed_paths(&self, start: &str) -> Result<Vec<String>> {
+        let tip = format!("refs/heads/{}", self.branch);
+        let differ = |from: &str| -> Result<std::collections::BTreeSet<String>> {
+            let args = [
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--end-of-options",
+                from,
+                &tip,
+                "--",
+            ];
+            let names = self.git().output(&args, "diff")?;
+            Ok(names
+                .split('\0')
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect())
+        };
+        let base = format!("refs/remotes/origin/{}", self.base);
+        let since_start = differ(start)?;
+        Ok(since_start.intersection(&differ(&base)?).cloned().collect())
+    }
+
     /// A bundle of the work branch and `origin/<base>`, which is what a sandbox's checkout is made from.
     pub fn seed_bundle(&self, file: &Path) -> Result<()> {
         let target = file
@@ -286,8 +335,9 @@ impl WorkRepo {
 
     /// Takes what a sandbox handed out as the new state of the work branch: either a bundle whose
     /// `HEAD` is the agent's commit (fetched with every object checked), or one line naming a
-    /// commit this repository already has. Returns the new tip. Nothing in it is run or followed.
-    pub fn import(&self, handed_out: &Path) -> Result<String> {
+    /// commit this repository already has. Nothing in it is run or followed. A commit that breaks
+    /// a rule of [`WorkRepo::refusal`] leaves the work branch where it was.
+    pub fn import(&self, handed_out: &Path) -> Result<Imported> {
         let mut head = [0u8; 16];
         let read = std::fs::File::open(handed_out)
             .and_then(|mut f| f.read(&mut head))
@@ -328,11 +378,86 @@ impl WorkRepo {
             }
             named.to_string()
         };
+        if let Some(why) = self.refusal(&tip)? {
+            return Ok(Imported::Refused(why));
+        }
         git.run(
             &["update-ref", &format!("refs/heads/{}", self.branch), &tip],
             "update-ref",
         )?;
-        Ok(tip)
+        Ok(Imported::Tip(tip))
+    }
+
+    /// Why `tip` may not become the work, if it may not: it must descend from the work's start,
+    /// bring in no commit of another branch on the forge (which this repository mirrors), and none
+    /// of its new commits may say a closing keyword before an issue reference in its message
+    /// (Forgejo acts on those once the commit reaches the default branch).
+    fn refusal(&self, tip: &str) -> Result<Option<String>> {
+        let git = self.git();
+        let base = format!("refs/remotes/origin/{}", self.base);
+        let start = self.start.clone().unwrap_or_else(|| base.clone());
+        if !git.is_ancestor(&start, tip)? {
+            let start = git.output(&["rev-parse", "--verify", &start], "rev-parse")?;
+            return Ok(Some(format!(
+                "commit {} does not descend from the commit this work started from ({}): build on \
+                 the branch you were given, never on another branch",
+                short(tip),
+                short(&start)
+            )));
+        }
+        // The commits new to the work: not in its start, its base or its own branch on the forge.
+        let mut known = vec![start.clone(), base];
+        let own = format!("refs/remotes/origin/{}", self.branch);
+        if git.has_commit(&own)? {
+            known.push(own);
+        }
+        let new = self.count(tip, &known)?;
+        let elsewhere = new - self.count(tip, &[start, "--remotes=origin".to_string()])?;
+        if elsewhere > 0 {
+            return Ok(Some(format!(
+                "{elsewhere} of the commits handed out are another branch's on the forge: build on \
+                 the branch you were given, never on another branch"
+            )));
+        }
+        self.closing_message(tip, &known)
+    }
+
+    /// How many commits `tip` has that none of `not` has.
+    fn count(&self, tip: &str, not: &[String]) -> Result<u64> {
+        let mut args = vec!["rev-list", "--count", tip, "--not"];
+        args.extend(not.iter().map(String::as_str));
+        let text = self.git().output(&args, "rev-list")?;
+        text.parse()
+            .map_err(|_| anyhow!("git rev-list counted {text:?}"))
+    }
+
+    /// The refusal of the first commit of `tip` that none of `not` has whose message says a
+    /// closing keyword before a reference.
+    fn closing_message(&self, tip: &str, not: &[String]) -> Result<Option<String>> {
+        let mut args = vec!["log", "-z", "--format=%H%n%B", tip, "--not"];
+        args.extend(not.iter().map(String::as_str));
+        let messages = self.git().output(&args, "log")?;
+        for record in messages.split('\0') {
+            let (id, message) = record.split_once('\n').unwrap_or((record, ""));
+            let id = id.trim_start();
+            // With `-z` a NUL ends a record: one inside a message would hide what follows it.
+            if !is_object_id(id) && !record.trim().is_empty() {
+                return Ok(Some(
+                    "a commit message holds a NUL byte: write plain text messages".to_string(),
+                ));
+            }
+            if let Some(said) = forge_text::closing_reference(message) {
+                let subject = message.lines().next().unwrap_or_default();
+                return Ok(Some(format!(
+                    "the message of commit {} ({subject:?}) says {said:?}: a closing keyword \
+                     before an issue reference closes that issue once the commit is merged. Reword \
+                     it without the keyword (`git commit --amend`, or `git rebase -i` for an \
+                     earlier commit); sandcastle's pull request says which issue it closes",
+                    short(id)
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Pushes the work branch to `refs/heads/<branch>` on the remote URL. A no-op when the remote
@@ -372,6 +497,11 @@ impl WorkRepo {
         )
         .map_err(fail)
     }
+}
+
+/// An object id as people read it: its first 12 digits.
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
 }
 
 /// A full hexadecimal object id (SHA-1 or SHA-256).
@@ -632,6 +762,12 @@ pub(crate) mod tests {
     /// What a sandbox does: a checkout made from the seed bundle, commits, and what it hands out
     /// (a bundle of the new commits), imported into `repo`. Returns the new tip.
     fn agent_commits(repo: &WorkRepo, subjects: &[&str]) -> String {
+        taken(hand_out(repo, subjects, &[]))
+    }
+
+    /// As [`agent_commits`], running `before` (git arguments) in the checkout first; what the
+    /// import made of it.
+    fn hand_out(repo: &WorkRepo, subjects: &[&str], before: &[&[&str]]) -> Imported {
         let work = tempfile::tempdir().unwrap();
         let seed = repo.scratch_file().unwrap();
         repo.seed_bundle(seed.path()).unwrap();
@@ -648,6 +784,9 @@ pub(crate) mod tests {
             ],
         );
         let known = repo.tip().unwrap();
+        for args in before {
+            fixture_git(&dir, args);
+        }
         for subject in subjects {
             commit(&dir, subject);
         }
@@ -667,6 +806,14 @@ pub(crate) mod tests {
             .unwrap();
         assert!(status.success());
         repo.import(handed_out.path()).unwrap()
+    }
+
+    /// The tip an import took; a refusal fails the test.
+    pub(crate) fn taken(imported: Imported) -> String {
+        match imported {
+            Imported::Tip(tip) => tip,
+            Imported::Refused(why) => panic!("refused: {why}"),
+        }
     }
 
     #[test]
@@ -741,10 +888,16 @@ pub(crate) mod tests {
 
         // Nothing new: the sandbox names the tip it already had.
         std::fs::write(file.path(), format!("{first}\n")).unwrap();
-        assert_eq!(repo.import(file.path()).unwrap(), first);
+        assert_eq!(
+            repo.import(file.path()).unwrap(),
+            Imported::Tip(first.clone())
+        );
         // A rewind to a commit the repository has is followed.
         std::fs::write(file.path(), format!("{start}\n")).unwrap();
-        assert_eq!(repo.import(file.path()).unwrap(), start);
+        assert_eq!(
+            repo.import(file.path()).unwrap(),
+            Imported::Tip(start.clone())
+        );
         assert_eq!(repo.tip().unwrap(), start);
 
         for (content, says) in [
@@ -768,6 +921,63 @@ pub(crate) mod tests {
             assert!(!err.contains('\n'), "{err:?}");
             assert_eq!(repo.tip().unwrap(), start, "the branch is untouched");
         }
+    }
+
+    /// A closing keyword in a new commit's message, a commit that does not descend from the work's
+    /// start, and another forge branch's commit are each refused, and the branch stays; an
+    /// amended message is taken.
+    #[test]
+    fn an_import_refuses_closing_keywords_foreign_history_and_other_branches() {
+        let remote = Remote::new();
+        let seed = remote.path("seed");
+        fixture_git(&seed, &["checkout", "--quiet", "-b", "maintainers-wip"]);
+        let other = commit(&seed, "unreviewed");
+        fixture_git(&seed, &["push", "--quiet", "origin", "maintainers-wip"]);
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+
+        let refused = |imported: Imported| match imported {
+            Imported::Refused(why) => why,
+            Imported::Tip(tip) => panic!("{tip} was taken"),
+        };
+        let why = refused(hand_out(&repo, &["ok", "Fixes #2"], &[]));
+        assert!(why.contains("says \"Fixes #2\""), "{why}");
+        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+        let why = refused(hand_out(
+            &repo,
+            &["x"],
+            &[&[
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "y\n\ncloses alice/demo#9",
+            ]],
+        ));
+        assert!(why.contains("closes alice/demo#9"), "{why}");
+
+        let why = refused(hand_out(
+            &repo,
+            &["rootless"],
+            &[&["checkout", "-q", "--orphan", "fresh"]],
+        ));
+        assert!(
+            why.contains("does not descend from the commit this work started from"),
+            "{why}"
+        );
+
+        let file = repo.scratch_file().unwrap();
+        std::fs::write(file.path(), format!("{other}\n")).unwrap();
+        let why = refused(repo.import(file.path()).unwrap());
+        assert!(
+            why.contains("1 of the commits handed out are another branch's"),
+            "{why}"
+        );
+        assert_eq!(repo.tip().unwrap(), start);
+
+        let tip = agent_commits(&repo, &["Fix the paging (see #2)"]);
+        assert_eq!(repo.tip().unwrap(), tip);
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod sandbox;
 mod secrets;
 mod state;
 mod stream;
+mod touches;
 mod waiting_cmd;
 mod work_sandbox;
 
@@ -126,7 +127,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sandcastle: {e:#}");
+            eprintln!(
+                "sandcastle: {}",
+                progress::escape_controls(&format!("{e:#}"))
+            );
             let config_error = e.downcast_ref::<sandcastle_config::ConfigError>().is_some();
             ExitCode::from(if config_error { 2 } else { 1 })
         }

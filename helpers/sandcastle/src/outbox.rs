@@ -11,8 +11,9 @@ use crate::ask::{self, Ask, Kind};
 use crate::asking::{escape, replies_after};
 use crate::context::Context;
 use crate::forge::Pull;
+use crate::forge_text::Post;
 use crate::prompts;
-use crate::publish::post_once;
+use crate::publish::{self, post_once};
 use crate::report::Asked;
 use crate::role::WorkKey;
 use crate::sandbox::Sandbox;
@@ -179,7 +180,7 @@ fn publish_pending(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result
 /// The forge handler: one comment per piece of work, posted once and edited for each revision;
 /// replies count from the newest comment on.
 pub fn publish(ctx: &Context, number: u64, open: &mut OpenAsk) -> Result<()> {
-    let body = ask_comment(ctx, &open.ask);
+    let body = ask_comment(&open.ask);
     match open.comment {
         None => open.comment = Some(post_once(ctx, number, &marker(open), &body)?),
         Some(id) => ctx
@@ -206,8 +207,8 @@ fn marker(open: &OpenAsk) -> String {
 }
 
 /// A body as `post_once` signs it.
-fn signed(ctx: &Context, open: &OpenAsk, body: &str) -> String {
-    format!("{body}\n\n— sandcastle `{}`\n{}", ctx.id, marker(open))
+fn signed(ctx: &Context, open: &OpenAsk, body: &str) -> Post {
+    publish::signed(ctx, body, &marker(open))
 }
 
 /// When to read the forge for replies.
@@ -266,7 +267,7 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
         let how = if settled.closed { "Closed" } else { "Answered" };
         let body = format!(
             "{}\n\n**{how}** by {} at {}.",
-            ask_comment(ctx, &open.ask),
+            ask_comment(&open.ask),
             settled.by,
             settled.at.strftime("%Y-%m-%d %H:%M:%S UTC")
         );
@@ -335,8 +336,8 @@ fn read_reply(ask: &Ask, by: &str, text: &str) -> Settled {
 
 /// The ask as a comment: agent text escaped (no HTML, no closing keywords), options numbered, and
 /// how to reply.
-fn ask_comment(ctx: &Context, ask: &Ask) -> String {
-    let text = |s: &str| escape(&ctx.agent_text(s));
+fn ask_comment(ask: &Ask) -> String {
+    let text = escape;
     let what = match ask.kind {
         Kind::Decision => "asks for a **decision**",
         Kind::Action => "asks a person to **act**",

@@ -1,6 +1,7 @@
 //! What the run shows while it works: a live view on a terminal (one line per issue with lane, role,
 //! iteration n/max, last tool call, elapsed time, cost so far), plain timestamped lines otherwise.
-//! Every line goes through the redactor. A prompt to a person (the `terminal` question handler)
+//! Every line goes through one rule, [`Progress::printable`]: redacted, and with every control
+//! character but the newline escaped, on a terminal or not. A prompt to a person (the `terminal` question handler)
 //! pauses the live view: its lines are held back and shown when the prompt is done.
 use crate::secrets::Redactor;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
@@ -86,11 +87,11 @@ impl Progress {
         let mut view = self.view();
         match &mut *view {
             View::Live { multi, bars, .. } => {
-                let prefix = self.redactor.redact(&format!(
+                let prefix = self.printable(&format!(
                     "{}  {}  {} {}/{}",
                     status.key, status.lane, status.role, status.iteration, status.max_iterations
                 ));
-                let message = self.redactor.redact(&status.last_tool);
+                let message = self.printable(&status.last_tool);
                 let position = cents(status.cost_usd);
                 // A new line is filled in before it is added, so it is never drawn blank.
                 let bar = bars.entry(status.key.clone()).or_insert_with(|| {
@@ -200,20 +201,16 @@ impl Progress {
         Paused { progress: self }
     }
 
-    /// Text from outside (an agent's question) made fit for the terminal: redacted, and without
-    /// control characters, so it cannot move the cursor, recolour or retitle the terminal.
+    /// What every line this view writes, and every prompt it shows, is made of: `text` redacted,
+    /// with its control characters escaped (see [`escape_controls`]).
     pub fn printable(&self, text: &str) -> String {
-        self.redactor
-            .redact(text)
-            .chars()
-            .filter(|c| !c.is_control() || *c == '\n')
-            .collect()
+        escape_controls(&self.redactor.redact(text))
     }
 
     /// A line above the live lines, or held back while a prompt has the terminal; a closed
     /// stderr is nothing to report to.
     fn println(&self, multi: &MultiProgress, held: &mut Option<Vec<String>>, line: &str) {
-        let line = self.redactor.redact(line);
+        let line = self.printable(line);
         match held {
             Some(lines) => lines.push(line),
             None => {
@@ -228,7 +225,7 @@ impl Progress {
         let view = self.view();
         let print = || {
             let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(self.redactor.redact(text).as_bytes());
+            let _ = stdout.write_all(self.printable(text).as_bytes());
             let _ = stdout.flush();
         };
         match &*view {
@@ -246,7 +243,7 @@ impl Progress {
 
     fn print_plain(&self, out: &mut Box<dyn Write + Send>, line: &str) {
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
-        let _ = writeln!(out, "{now} {}", self.redactor.redact(line));
+        let _ = writeln!(out, "{now} {}", self.printable(line));
         let _ = out.flush();
     }
 }
@@ -265,6 +262,23 @@ impl Drop for Paused<'_> {
             }
         }
     }
+}
+
+/// `text` with every control character but the newline, and every bidirectional-text control,
+/// written as its Rust escape (`\u{1b}`): text from outside (a tool call, a result, an error) cannot
+/// move the cursor, recolour or retitle the terminal, write its clipboard (OSC 52), ask it for a
+/// reply, or reorder what a line shows.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
+        if (c.is_control() && c != '\n') || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// One live line: `issue #42  implement  implementer 2/5  Bash: cargo test  1m12s  $0.42`. The tool
@@ -401,9 +415,28 @@ mod tests {
     fn printable_text_has_no_control_sequences_and_no_secrets() {
         let progress = Progress::plain(redactor(), Box::new(Shared::default()));
         assert_eq!(
-            progress.printable("pick\x1b[2J\x1b]0;owned\x07 one\r\ntok-123456\n"),
-            "pick[2J]0;owned one\n[redacted]\n"
+            progress.printable("pick\x1b[2J\x1b]0;owned\x07 one\r\ntok-123456\u{9b}\u{202e}\n"),
+            "pick\\u{1b}[2J\\u{1b}]0;owned\\u{7} one\\r\n[redacted]\\u{9b}\\u{202e}\n"
         );
+    }
+
+    /// Every line the view writes follows the one rule: status lines, notes and finished work.
+    #[test]
+    fn no_line_carries_a_control_character_but_its_newline() {
+        let out = Shared::default();
+        let progress = Progress::plain(redactor(), Box::new(out.clone()));
+        let hostile = "x\x1b]52;c;b3duZWQ=\x07\x1b[6n\r";
+        progress.update(&status(&format!("Bash: {hostile}"), 1, 0.0));
+        progress.note(&format!("refused: {hostile}"));
+        progress.finish("issue #42", hostile);
+        let bytes = out.0.lock().unwrap().clone();
+        assert!(
+            !bytes.iter().any(|b| b.is_ascii_control() && *b != b'\n'),
+            "{:?}",
+            String::from_utf8_lossy(&bytes)
+        );
+        assert_eq!(out.lines().len(), 3);
+        assert!(out.lines()[1].ends_with("refused: x\\u{1b}]52;c;b3duZWQ=\\u{7}\\u{1b}[6n\\r"));
     }
 
     #[test]

@@ -4,21 +4,31 @@
 //! idempotent, so a run stopped half-way publishes the same things again, never twice.
 use crate::context::Context;
 use crate::driver::Piece;
+use crate::forge_text::Post;
 use crate::git::WorkRepo;
 use crate::green;
 use crate::planning;
 use crate::role::WorkKey;
 use crate::state::WorkState;
+use crate::touches::Touches;
 use anyhow::{Context as _, Result, bail};
 
-/// Publishes `piece`; the number of its pull request.
+/// What became of work sent to [`publish`].
+pub enum Published {
+    /// Its pull request's number.
+    Pull(u64),
+    /// Nothing was pushed: why, for the give-up comment.
+    HeldBack(String),
+}
+
+/// Publishes `piece`, unless the change touches CI workflow files the operator has not allowed.
 pub fn publish(
     ctx: &Context,
     piece: &Piece,
     repo: &WorkRepo,
     base: &str,
     state: &WorkState,
-) -> Result<u64> {
+) -> Result<Published> {
     let start = state.start_commit.clone().unwrap_or_default();
     if let Piece::Green(pull, _) = piece
         && !repo.contains(&start)?
@@ -29,19 +39,32 @@ pub fn publish(
             pull.number
         );
     }
+    let touches = Touches::of(&repo.changed_paths(&start)?);
+    if !touches.workflows.is_empty() && !ctx.config.publish.allow_workflow_changes {
+        return Ok(Published::HeldBack(format!(
+            "the change touches CI workflow files ({}), which the forge would run with the \
+             repository's secrets as soon as the branch is pushed, so nothing was pushed. The commits \
+             are in .sandcastle/repos/{}.git on the orchestrator's host; to push such changes, set \
+             `[publish] allowWorkflowChanges = true`",
+            code_list(&touches.workflows),
+            piece.key().slug()
+        )));
+    }
     repo.push(&ctx.creds)?;
     let tip = repo.tip()?;
-    match piece {
+    let host_run = host_run_section(&touches);
+    Ok(Published::Pull(match piece {
         Piece::Issue(issue) => {
-            let body = pull_body(ctx, issue.number, state);
+            let body = pull_body(ctx, issue.number, state, &host_run);
+            let title = Post::new(&format!("#{}: {}", issue.number, issue.title));
             let pull = ctx
                 .forge
-                .open_pull(&ctx.login, &repo.branch, base, &issue.title, &body)?;
+                .open_pull(&ctx.login, &repo.branch, base, &title, &body)?;
             green::pushed(ctx, pull.number, &tip)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
             ctx.forge.remove_label(issue.number, "ready-for-agent")?;
-            Ok(pull.number)
+            pull.number
         }
         Piece::Pull(pull) => {
             green::pushed(ctx, pull.number, &tip)?;
@@ -52,19 +75,19 @@ pub fn publish(
             } else {
                 body += "New commits:\n";
                 for subject in &changes {
-                    body += &format!("- {}\n", ctx.agent_text(subject));
+                    body += &format!("- {subject}\n");
                 }
             }
             body += &format!(
-                "\n{}\n\n{}",
-                ctx.agent_text(&state.last_summary),
+                "\n{}\n\n{}{host_run}",
+                state.last_summary,
                 gate_line(ctx, state)
             );
             let marker = format!("<!-- sandcastle:rework {} -->", state.attempt);
             post_once(ctx, pull.number, &marker, &body)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.remove_label(pull.number, "ready-for-agent")?;
-            Ok(pull.number)
+            pull.number
         }
         Piece::Green(pull, trouble) => {
             green::pushed(ctx, pull.number, &tip)?;
@@ -74,11 +97,11 @@ pub fn publish(
                 trouble.head()
             );
             for subject in repo.commits_since(&start)? {
-                body += &format!("- {}\n", ctx.agent_text(&subject));
+                body += &format!("- {subject}\n");
             }
             body += &format!(
-                "\n{}\n\n{}",
-                ctx.agent_text(&state.last_summary),
+                "\n{}\n\n{}{host_run}",
+                state.last_summary,
                 gate_line(ctx, state)
             );
             if let Some(verdict) = &state.verdict {
@@ -95,32 +118,49 @@ pub fn publish(
             let marker = format!("<!-- sandcastle:green {start} -->");
             post_once(ctx, pull.number, &marker, &body)?;
             green::end(ctx, pull.number)?;
-            Ok(pull.number)
+            pull.number
         }
-    }
+    }))
 }
 
-/// `Closes #N` first and only there: the agents' texts have their keywords defused.
-fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
+/// The section that lists the files sandcastle's host runs, or nothing.
+fn host_run_section(touches: &Touches) -> String {
+    if touches.host_run.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n\n## Touches files sandcastle's host runs\n\nsandcastle reads or runs these on the \
+         orchestrator's host once they reach the default branch; review them with that in mind: {}.\n",
+        code_list(&touches.host_run)
+    )
+}
+
+/// `a`, `b`: paths as inline code.
+fn code_list(paths: &[String]) -> String {
+    let quoted: Vec<String> = paths.iter().map(|p| format!("`{p}`")).collect();
+    quoted.join(", ")
+}
+
+/// `Closes #N` first and only there: the rest is defused.
+fn pull_body(ctx: &Context, issue: u64, state: &WorkState, host_run: &str) -> Post {
     let mut body = format!(
-        "Closes #{issue}\n\n## What the implementer did\n\n{}\n\n## Review\n\n",
-        ctx.agent_text(&state.last_summary)
+        "## What the implementer did\n\n{}\n\n## Review\n\n",
+        state.last_summary
     );
     let rounds = ctx.config.review.rounds;
     body += &match &state.verdict {
         Some(verdict) if verdict.approved => format!(
             "The reviewer approved it (round {} of at most {rounds}):\n\n{}",
-            state.review_rounds,
-            ctx.agent_text(&verdict.summary)
+            state.review_rounds, verdict.summary
         ),
         Some(verdict) => format!(
             "### Outstanding findings\n\nThe reviewer did not approve it after {} round(s); this is open:\n\n{}",
-            state.review_rounds,
-            ctx.agent_text(&verdict.summary)
+            state.review_rounds, verdict.summary
         ),
         None => "No reviewer verdict was recorded.".to_string(),
     };
-    body += &crate::clarify::pull_section(ctx, state);
+    body += &crate::clarify::pull_section(state);
+    body += host_run;
     body += &format!(
         "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.\n",
         gate_line(ctx, state),
@@ -128,7 +168,7 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState) -> String {
         state.iterations,
         ctx.id
     );
-    body
+    Post::closing(issue, &body)
 }
 
 /// What the gate said, for the forge and the report.
@@ -164,10 +204,7 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
                 state.counted_iterations()
             ),
         };
-        let body = format!(
-            "{why}. The agent's last summary:\n\n{}",
-            ctx.agent_text(&state.last_summary)
-        );
+        let body = format!("{why}. The agent's last summary:\n\n{}", state.last_summary);
         post_once(ctx, number, &marker, &body)?;
         state.settled = Some(planning::revision(ctx, number)?);
         state.told_forge = true;
@@ -200,10 +237,12 @@ pub fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result
         Some(comment) => Ok(comment.id),
         None => ctx
             .forge
-            .comment(
-                number,
-                &format!("{body}\n\n— sandcastle `{}`\n{marker}", ctx.id),
-            )
+            .comment(number, &signed(ctx, body, marker))
             .context("cannot comment on the forge"),
     }
+}
+
+/// `body` defused and signed by this orchestrator, with sandcastle's `marker` last.
+pub fn signed(ctx: &Context, body: &str, marker: &str) -> Post {
+    Post::new(&format!("{body}\n\n— sandcastle `{}`", ctx.id)).marked(marker)
 }

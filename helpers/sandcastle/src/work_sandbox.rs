@@ -6,7 +6,7 @@ use crate::checkout;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
-use crate::git::WorkRepo;
+use crate::git::{Imported, WorkRepo};
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
@@ -190,16 +190,18 @@ impl Sandboxed for WorkSandbox<'_> {
 
     /// What the last turn handed out, else with an exec of its own; without a sandbox there is
     /// nothing new.
-    fn take_commits(&mut self) -> Result<String> {
-        let tip = match (self.handed_out.take(), &self.sandbox) {
+    fn take_commits(&mut self) -> Result<Imported> {
+        let imported = match (self.handed_out.take(), &self.sandbox) {
             (Some(out), _) => {
                 checkout::take_handed_out(self.repo, out.commits, out.file.path(), &out.known_tip)
             }
             (None, Some(sandbox)) => checkout::take_commits(sandbox, self.repo),
-            (None, None) => self.repo.tip(),
+            (None, None) => self.repo.tip().map(Imported::Tip),
         }?;
-        self.tip = Some(tip.clone());
-        Ok(tip)
+        if let Imported::Tip(tip) = &imported {
+            self.tip = Some(tip.clone());
+        }
+        Ok(imported)
     }
 }
 

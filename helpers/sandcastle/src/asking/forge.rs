@@ -3,6 +3,7 @@
 //! edited to say who answered, through which channel and when.
 use crate::context::Context;
 use crate::forge::Comment;
+use crate::forge_text::Post;
 use crate::publish::post_once;
 use crate::questions::{self, Questions};
 use crate::state::{Answer, Channel, Waiting};
@@ -12,7 +13,7 @@ use jiff::Timestamp;
 /// Posts the question comment unless this question has one.
 pub fn ask(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<()> {
     if waiting.comment.is_none() {
-        let body = comment(ctx, number, &waiting.questions);
+        let body = comment(number, &waiting.questions);
         waiting.comment = Some(post_once(ctx, number, &marker(waiting), &body)?);
     }
     Ok(())
@@ -86,22 +87,21 @@ pub fn settle(ctx: &Context, number: u64, waiting: &Waiting, answer: &Answer) ->
         return Ok(());
     };
     let body = format!(
-        "{}\n\n**Answered** by {} through {} at {}.\n\n{}",
-        comment(ctx, number, &waiting.questions),
+        "{}\n\n**Answered** by {} through {} at {}.\n",
+        comment(number, &waiting.questions),
         escape(&answer.by),
         answer.channel,
         answer.at.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        marker(waiting)
     );
     ctx.forge
-        .edit_comment(id, &body)
+        .edit_comment(id, &Post::new(&body).marked(&marker(waiting)))
         .context("cannot mark the question answered on the forge")
 }
 
 /// The questions as a comment: agent text escaped (no HTML, no closing keywords), options
 /// numbered, and how to reply.
-fn comment(ctx: &Context, number: u64, questions: &Questions) -> String {
-    let text = |s: &str| escape(&ctx.agent_text(s));
+fn comment(number: u64, questions: &Questions) -> String {
+    let text = escape;
     let mut body = format!(
         "sandcastle has a question before it goes on with this issue.\n\n### {}\n",
         text(&questions.title)

@@ -1,7 +1,7 @@
 //! The `terminal` handler: while `sandcastle run` is attached to a terminal, a question is asked
 //! there with a prompt (pick an option, or write an answer), one question at a time on a thread
 //! of its own, the live view paused meanwhile; the run's other work goes on. The answer takes the
-//! path every answer takes. Agent text is shown redacted and without control characters.
+//! path every answer takes. Agent text is shown redacted, its control characters escaped.
 use super::answers;
 use crate::context::Context;
 use crate::progress::Progress;

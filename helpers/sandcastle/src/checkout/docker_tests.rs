@@ -1,6 +1,6 @@
 //! The checkout inside a real sandbox: seeded from a work repository, its commits taken back out.
 use super::*;
-use crate::git::tests::Remote;
+use crate::git::tests::{Remote, taken};
 use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
 
 #[test]
@@ -38,7 +38,7 @@ fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
 
     // Nothing new yet: the same tip.
     let start = repo.tip().unwrap();
-    assert_eq!(take_commits(&sandbox, &repo).unwrap(), start);
+    assert_eq!(take_commits(&sandbox, &repo).unwrap(), Imported::Tip(start));
 
     // The agent commits, and plants everything that would run on a host that used its checkout.
     let marker = tmp.path().join("host-ran-agent-code");
@@ -58,7 +58,7 @@ fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
             ),
         ],
     );
-    let tip = take_commits(&sandbox, &repo).unwrap();
+    let tip = taken(take_commits(&sandbox, &repo).unwrap());
     assert_eq!(repo.tip().unwrap(), tip);
     assert_eq!(repo.new_commits().unwrap(), ["Agent change"]);
     assert!(

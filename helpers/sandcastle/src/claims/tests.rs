@@ -84,7 +84,9 @@ fn a_lease_is_renewed_while_held_and_a_lapsed_one_frees_the_work() {
     client
         .comment(
             number,
-            &format!("{MARKER}{{\"id\":\"host-a\",\"until\":\"{lapsed}\"}}{END}"),
+            &Post::new("").marked(&format!(
+                "{MARKER}{{\"id\":\"host-a\",\"until\":\"{lapsed}\"}}{END}"
+            )),
         )
         .unwrap();
     let Claimed::Ours(lease) = claim(&client, "bot", "host-b", ttl, number).unwrap() else {

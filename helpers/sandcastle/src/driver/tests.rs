@@ -201,9 +201,9 @@ impl Sandboxed for Script<'_> {
         Ok(self.gates.pop_front().expect("a scripted gate result"))
     }
 
-    fn take_commits(&mut self) -> Result<String> {
+    fn take_commits(&mut self) -> Result<Imported> {
         let Some(dir) = self.checkout.as_ref().map(|d| d.path().join("c")) else {
-            return self.repo.tip();
+            return self.repo.tip().map(Imported::Tip);
         };
         let known = self.repo.tip()?;
         let handed_out = self.repo.scratch_file()?;

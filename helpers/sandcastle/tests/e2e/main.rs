@@ -5,6 +5,7 @@ mod clarify;
 mod cluster;
 mod driver;
 mod faults;
+mod forge_out;
 mod green;
 mod harness;
 mod questions;
