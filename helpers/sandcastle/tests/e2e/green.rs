@@ -99,7 +99,7 @@ fn failing_ci_gets_a_round_each_until_the_rounds_run_out() {
     let plan = String::from_utf8_lossy(&h.sandcastle(&["plan"]).stdout).into_owned();
     assert!(
         plan.contains(&format!(
-            "keep green: pull request #{pull} \"Answer\": failing CI (a round for the pr-fixer)"
+            "keep green: pull request #{pull} \"#1: Answer\": failing CI (a round for the pr-fixer)"
         )),
         "{plan}"
     );
