@@ -51,6 +51,9 @@ pub struct Turn {
     /// the prompt lists (`"id": N`), so a planner can be scripted for candidates that change.
     #[serde(default)]
     pub plan: Option<usize>,
+    /// Seconds to wait before answering: a slow model.
+    #[serde(default)]
+    pub delay_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]

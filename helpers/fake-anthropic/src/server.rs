@@ -115,6 +115,9 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         script.and_then(|(index, script)| Some((index, script.turn(conversation.turn)?)))
     {
         script_index = Some(index);
+        if let Some(seconds) = turn.delay_seconds {
+            std::thread::sleep(std::time::Duration::from_secs(seconds));
+        }
         reply.text = turn.text_for(&conversation.prompt);
         reply.bash = turn.bash.as_ref().map(|command| BashCall {
             tool_use_id: format!("toolu_fake_{id}"),

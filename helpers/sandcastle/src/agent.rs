@@ -35,6 +35,8 @@ pub struct AgentRun<'a> {
     /// Resume this saved session (its file is copied into the container first).
     pub resume: Option<&'a SavedSession>,
     pub idle_timeout: Duration,
+    /// The longest the whole turn may take, output or not (`[clarify] timeout` for the assessor).
+    pub time_limit: Option<Duration>,
     /// How long to wait for the process to exit after the result event.
     pub exit_grace: Duration,
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
@@ -178,10 +180,14 @@ pub fn run(
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
+    let cut_at = run.time_limit.map(|limit| Instant::now() + limit);
     let stream_end = loop {
-        let wait = match grace_until {
-            Some(until) => until.saturating_duration_since(Instant::now()),
-            None => run.idle_timeout,
+        let wait = match (grace_until, cut_at) {
+            (Some(until), _) => until.saturating_duration_since(Instant::now()),
+            (None, Some(cut)) => run
+                .idle_timeout
+                .min(cut.saturating_duration_since(Instant::now())),
+            (None, None) => run.idle_timeout,
         };
         let line = match pipes.out.recv_timeout(wait) {
             Ok(FromExec::Line(line)) => line,
@@ -193,6 +199,9 @@ pub fn run(
             Ok(FromExec::Trailer(trailer)) => break StreamEnd::HandedOut(trailer),
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
+            }
+            Err(RecvTimeoutError::Timeout) if cut_at.is_some_and(|cut| Instant::now() >= cut) => {
+                break StreamEnd::TimeLimit;
             }
             Err(RecvTimeoutError::Timeout) => break StreamEnd::IdleTimeout,
             Err(RecvTimeoutError::Disconnected) => break StreamEnd::StreamClosed,
@@ -222,7 +231,7 @@ pub fn run(
         StreamEnd::StreamClosed | StreamEnd::HandedOut(_) => {
             wait_or_kill(&mut child, run.exit_grace)
         }
-        StreamEnd::IdleTimeout | StreamEnd::GraceExpired => None,
+        StreamEnd::IdleTimeout | StreamEnd::TimeLimit | StreamEnd::GraceExpired => None,
     };
     if status.is_none() {
         let _ = child.kill();
@@ -238,6 +247,7 @@ pub fn run(
     };
     let stderr = redact.redact(&pipes.finish());
     let idle_timed_out = matches!(stream_end, StreamEnd::IdleTimeout);
+    let cut = matches!(stream_end, StreamEnd::TimeLimit);
     let hand_out = match stream_end {
         StreamEnd::HandedOut(trailer) if quiet => HandOut::Trailer(trailer),
         StreamEnd::StreamClosed if quiet => {
@@ -307,6 +317,14 @@ pub fn run(
             transcript_path.display()
         ));
     }
+    if let (true, Some(limit)) = (cut, run.time_limit) {
+        return fail(format!(
+            "{label} ({}) took longer than {} and was stopped; transcript: {}",
+            run.model,
+            short_duration(limit),
+            transcript_path.display()
+        ));
+    }
     let (text, completed) = match seen.result {
         Some(result) if result.is_error => {
             return fail(format!(
@@ -361,6 +379,8 @@ enum StreamEnd {
     /// The exec's hand-out trailer came, well-formed or not, and the output is over.
     HandedOut(Result<Trailer, String>),
     IdleTimeout,
+    /// The turn's time limit passed before its result.
+    TimeLimit,
     /// The result came, but the process did not exit in time.
     GraceExpired,
 }

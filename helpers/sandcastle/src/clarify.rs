@@ -121,6 +121,7 @@ pub fn step(
         max_iterations: settings.max_rounds + 1,
         prompt: &prompt,
         resume: None,
+        time_limit: Some(settings.timeout),
     })?;
     state.cost_usd += outcome.usage.cost_usd;
     let clarification = state.clarification.get_or_insert_default();

@@ -45,6 +45,8 @@ pub struct Turn<'a> {
     pub max_iterations: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a SavedSession>,
+    /// The longest the turn may take, output or not; `None`: only `idleTimeout` bounds it.
+    pub time_limit: Option<std::time::Duration>,
 }
 
 /// A piece of work: what it is says its key, branch, working role, prompts and how it publishes.
@@ -97,6 +99,10 @@ impl Piece<'_> {
                 ("ISSUE_BODY", issue.body.clone()),
                 ("BRANCH", self.branch()),
                 ("BASE_BRANCH", base.to_string()),
+                (
+                    "ASKING",
+                    prompts::asking(ctx.config.questions.enabled, issue.number),
+                ),
             ],
             Piece::Pull(pull) => vec![
                 ("PR_NUMBER", pull.number.to_string()),
@@ -104,6 +110,10 @@ impl Piece<'_> {
                 ("BRANCH", self.branch()),
                 ("BASE_BRANCH", base.to_string()),
                 ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
+                (
+                    "ASKING",
+                    prompts::asking(ctx.config.questions.enabled, pull.number),
+                ),
             ],
         })
     }
@@ -187,9 +197,10 @@ pub fn drive(
                 sandbox.take_commits()?;
                 let handed = sandbox.take_ask();
                 outbox::take(ctx, key, state, handed)?;
-                let asked = match piece {
-                    Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
-                    Piece::Pull(_) => None,
+                // Without `[questions]` the agent was not taught the signal: a block is just text.
+                let asked = match ctx.config.questions.enabled {
+                    true => questions::find(&outcome.result_text, piece.number()),
+                    false => None,
                 };
                 if let Some(asked) = asked {
                     // A turn that asks does not count against maxIterations, nor in the report.
@@ -264,9 +275,7 @@ pub fn drive(
                         }
                     }
                     None => {
-                        if let Piece::Issue(issue) = piece {
-                            asking::ask(ctx, issue.number, state)?;
-                        }
+                        asking::ask(ctx, piece.number(), state)?;
                         return Ok(Outcome::Waiting);
                     }
                 }
@@ -473,6 +482,7 @@ fn take_turn(
         max_iterations: ctx.config.max_iterations,
         prompt,
         resume,
+        time_limit: None,
     };
     let outcome = sandbox.turn(&turn)?;
     state.cost_usd += outcome.usage.cost_usd;

@@ -225,6 +225,7 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         iteration: 1,
         counted: 1,
         max_iterations: 1,
+        time_limit: None,
     };
     let first = planner_turn(&mut sandbox, &turn)?;
     let error = match plan::parse(&first.result_text, &ids) {

@@ -34,6 +34,8 @@ pub struct WorkReport {
     pub gate_passed: Option<bool>,
     /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
     pub clarification: Option<String>,
+    /// The agent's asks (`sandcastle ask`) in this run: each revision published, each settled.
+    pub asks: Vec<String>,
     #[serde(skip)]
     started: Option<Instant>,
     pub duration_seconds: f64,
@@ -81,6 +83,7 @@ impl Report {
             gate_runs: 0,
             gate_passed: None,
             clarification: None,
+            asks: Vec::new(),
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -125,6 +128,11 @@ impl Report {
     /// What clarifying `key` came to: degraded, waiting for an answer, clear enough to start.
     pub fn set_clarification(&self, key: &str, line: &str) {
         self.with_work(key, |work| work.clarification = Some(line.to_string()));
+    }
+
+    /// What became of an ask on `key`: published, answered, closed.
+    pub fn record_ask(&self, key: &str, line: &str) {
+        self.with_work(key, |work| work.asks.push(line.to_string()));
     }
 
     /// What the whole run has cost so far.
@@ -274,6 +282,7 @@ mod tests {
             Duration::from_secs(1),
         );
         report.set_outcome("issue #1", "pull request #3");
+        report.record_ask("issue #1", "decision, revision 1, \"Driver?\": published");
         report.set_outcome("issue #2", "failed: the key sk-report-secret was refused");
         assert_eq!(report.cost("issue #1"), 0.875);
 
@@ -290,6 +299,10 @@ mod tests {
         assert_eq!(first["outcome"], "pull request #3");
         assert_eq!(first["roles"]["implementer"]["iterations"], 2);
         assert_eq!(first["roles"]["implementer"]["usage"]["input_tokens"], 150);
+        assert_eq!(
+            first["asks"],
+            serde_json::json!(["decision, revision 1, \"Driver?\": published"])
+        );
         assert_eq!(
             json["work"][1]["outcome"],
             "failed: the key [redacted] was refused"

@@ -129,6 +129,7 @@ impl Sandboxed for WorkSandbox<'_> {
             prompt: turn.prompt,
             resume: turn.resume,
             idle_timeout: ctx.config.idle_timeout,
+            time_limit: turn.time_limit,
             exit_grace: EXIT_GRACE,
             log_dir: &log_dir,
             iteration: turn.iteration,

@@ -718,7 +718,7 @@ fn drive_clarifying(
 
 #[test]
 fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn() {
-    let w = world("");
+    let w = world("[clarify]\n");
     let asked = &drive_clarifying(
         &w,
         None,

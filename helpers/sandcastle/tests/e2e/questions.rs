@@ -278,7 +278,7 @@ fn a_malformed_block_gets_one_correction_then_the_error() {
                 &[json!({"text": "<questions issueNumber=\"1\"><title></title></questions>"})]
             )
         ]),
-        "",
+        "[questions]\n",
     );
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     assert!(h.sandcastle(&["run", "--once"]).status.success());
