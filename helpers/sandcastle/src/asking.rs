@@ -19,6 +19,7 @@ pub use forge::{escape, replies_after};
 use crate::context::Context;
 use crate::publish::post_once;
 use crate::questions::{self, Questions, Reply};
+use crate::role::WorkKey;
 use crate::state::{Answer, Channel, Waiting, WorkState};
 use anyhow::Result;
 use jiff::Timestamp;
@@ -219,8 +220,9 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
         }
     }
     let through: Vec<String> = waiting.channels.iter().map(|c| c.to_string()).collect();
+    let work = WorkKey::from_slug(&state.slug).unwrap_or(WorkKey::Issue(number));
     ctx.progress.note(&format!(
-        "issue #{number}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
+        "{work}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
         if through.is_empty() {
             String::new()
         } else {

@@ -137,7 +137,7 @@ pub fn forge_access(tea_configured: bool) -> &'static str {
 /// `sandcastle ask` always; the `<questions>` signal for work `number` only when `[questions]` is
 /// on, since otherwise nothing would wait for the answer.
 pub fn asking(questions_enabled: bool, number: u64) -> String {
-    let ask = include_str!("../../../prompts/asking.md");
+    let ask = include_str!("../../../prompts/asking.md").trim_end();
     if !questions_enabled {
         return ask.to_string();
     }
@@ -146,7 +146,7 @@ pub fn asking(questions_enabled: bool, number: u64) -> String {
         Ok(number.as_str())
     })
     .expect("the question signal's only placeholder is {{NUMBER}}");
-    format!("{ask}\n{signal}")
+    format!("{ask}\n\n{}", signal.trim_end())
 }
 
 /// The built-in text of a prompt and the placeholders it may use besides `COMMON`.
