@@ -211,6 +211,18 @@ fn a_questions_or_clarify_table_turns_asking_on() {
     assert_eq!(off["clarify"]["timeout"], "20s");
 }
 
+/// A new project from the Rust template asks people: its config turns both on explicitly.
+#[test]
+fn the_rust_templates_config_turns_asking_on() {
+    let template = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates/rust/.sandcastle/config.toml"),
+    )
+    .unwrap();
+    let config = resolved(&template);
+    assert_eq!(config["questions"]["enabled"], true);
+    assert_eq!(config["clarify"]["enabled"], true);
+}
+
 #[test]
 fn inline_tables_and_dotted_keys_mean_the_same_as_sections() {
     let inline = format!("{MINIMAL}models = {{ reviewer = \"r\" }}\n");
