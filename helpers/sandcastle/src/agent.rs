@@ -11,6 +11,7 @@
 //! take their own exec.
 use crate::checkout;
 use crate::hand_out::{self, Commits, Destination, Trailer};
+use crate::relay;
 use crate::role::Role;
 use crate::sandbox::{Sandbox, WORKSPACE};
 use crate::secrets::Redactor;
@@ -93,6 +94,9 @@ pub struct AgentOutcome {
 pub enum AgentEvent<'a> {
     ToolCall(&'a str),
     Usage(&'a Usage),
+    /// An ask relayed while the agent works (`relay.rs`): its bytes, unchecked, or why the record
+    /// was refused.
+    Ask(Result<Vec<u8>, String>),
 }
 
 /// Runs `claude --print --verbose --output-format stream-json --model M --dangerously-skip-permissions
@@ -197,6 +201,10 @@ pub fn run(
                 continue;
             }
             Ok(FromExec::Trailer(trailer)) => break StreamEnd::HandedOut(trailer),
+            Ok(FromExec::Ask(ask)) => {
+                on_event(AgentEvent::Ask(ask));
+                continue;
+            }
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
             }
@@ -454,6 +462,8 @@ enum FromExec {
     TrailerBegins,
     /// The trailer was read to the end of the output.
     Trailer(Result<Trailer, String>),
+    /// An ask relayed while Claude Code runs (`relay.rs`).
+    Ask(Result<Vec<u8>, String>),
 }
 
 /// After the trailer began, how long handing out may take (a large bundle).
@@ -542,6 +552,13 @@ fn read_output(
         if line == hand_out::MARKER {
             break;
         }
+        if line.starts_with(relay::PREFIX) {
+            let ask = relay::read(&line, &mut stdout, hand_out_to.max_ask);
+            if sender.send(FromExec::Ask(ask)).is_err() {
+                return;
+            }
+            continue;
+        }
         // The exec puts a newline before the marker, in case Claude Code's output lacked one.
         if !line.is_empty()
             && sender
@@ -588,14 +605,15 @@ const KILL_AGENT_PROCESSES: &str = concat!(
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 const AGENT_STATUS_MAX: i32 = 125;
 
-/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code, then, once it
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code under
+/// `sandcastle relay` (which relays each new ask in OUTBOX on the output at once), then, once it
 /// has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
 /// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
 /// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
 /// trailer, when it could not.
 const RUN_AGENT: &str = concat!(
     "session=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
-    "\"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
+    "sandcastle relay \"$outbox\" -- \"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
     include_str!("agent/kill_agent_processes.sh"),
     include_str!("agent/hand_out.sh")
 );

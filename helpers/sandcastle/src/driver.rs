@@ -25,7 +25,8 @@ use anyhow::{Result, bail};
 /// What the driver asks of a piece of work's sandbox.
 pub trait Sandboxed {
     /// One agent turn. `Err` means the machinery broke; an agent that failed is an `Ending`.
-    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome>;
+    /// `relayed` gets each ask the agent makes while the turn runs (`relay.rs`), unchecked.
+    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome>;
     /// The `[commands] check` steps, run by the orchestrator in the sandbox.
     fn gate(&mut self) -> Result<GateOutcome>;
     /// The agent's commits, brought into the work repository; the new tip.
@@ -35,6 +36,9 @@ pub trait Sandboxed {
         Ok(None)
     }
 }
+
+/// An ask relayed while a turn runs: its bytes, or why its record was refused.
+pub type Relayed = Result<Vec<u8>, String>;
 
 pub struct Turn<'a> {
     pub role: Role,
@@ -484,7 +488,19 @@ fn take_turn(
         resume,
         time_limit: None,
     };
-    let outcome = sandbox.turn(&turn)?;
+    // An ask made while the agent works is published at once; the end of the turn is the fallback.
+    let key = WorkKey::from_slug(&state.slug);
+    let mut relayed = |ask: Relayed| {
+        let Some(key) = key else { return };
+        let handed = ask.map(Some).map_err(anyhow::Error::msg);
+        if let Err(e) = outbox::take(ctx, key, state, handed) {
+            ctx.progress.note(&format!(
+                "{key}: the ask made during the turn is not published yet ({}); the end of the turn tries again",
+                ctx.redactor.error(&e)
+            ));
+        }
+    };
+    let outcome = sandbox.turn(&turn, &mut relayed)?;
     state.cost_usd += outcome.usage.cost_usd;
     match &outcome.session {
         Some(session) => state.set_session(role, session.clone()),

@@ -26,6 +26,7 @@ mod progress;
 mod prompts;
 mod publish;
 mod questions;
+mod relay;
 mod report;
 mod reviews;
 mod role;
@@ -87,6 +88,14 @@ enum Command {
     /// Inside a sandbox: ask a person without stopping (the answer is a later prompt). Prints
     /// `{"key":…,"revision":…,"status":"open"}`; a refused ask exits 2 with one line.
     Ask(ask::AskArgs),
+    /// Inside a sandbox, the agent's exec: runs PROGRAM with its output copied through and each new
+    /// ask in OUTBOX relayed on it at once.
+    #[command(hide = true)]
+    Relay {
+        outbox: PathBuf,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        program: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -94,8 +103,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return bad_arguments(e),
     };
-    if let Some(Command::Ask(args)) = cli.command {
-        return ask::command(args);
+    match cli.command {
+        Some(Command::Ask(args)) => return ask::command(args),
+        Some(Command::Relay { outbox, program }) => return relay::command(&outbox, &program),
+        _ => {}
     }
     let project = match cli.project {
         Some(dir) => std::fs::canonicalize(&dir).map_err(|e| {
@@ -114,7 +125,9 @@ fn main() -> ExitCode {
         Some(Command::Answer { issue, text }) => {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
-        Some(Command::Ask(_)) => unreachable!("answered above, without a project"),
+        Some(Command::Ask(_) | Command::Relay { .. }) => {
+            unreachable!("answered above, without a project")
+        }
     });
     match result {
         Ok(code) => code,

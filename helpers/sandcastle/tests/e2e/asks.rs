@@ -151,6 +151,68 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     assert_eq!(state(&h, "issue-1")["told"].as_array().unwrap().len(), 1);
 }
 
+/// An ask made mid-turn is on the forge within 2 s of `sandcastle ask` returning, while the turn
+/// still runs (the relay in the agent's own exec hands it out at once); the end of the turn, whose
+/// trailer carries the same outbox, does not publish it again.
+#[test]
+fn an_ask_made_mid_turn_is_on_the_forge_while_the_turn_still_runs() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            json!({"bash": "echo one > one.txt && git add one.txt && git commit -qm 'Part one' \
+                && sandcastle ask --kind ready --title 'Part one is ready' > /dev/null \
+                && touch /tmp/asked && sleep 12", "description": "ask, then work on"}),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let mut run = h.start_until(&["run", "--once"], "/tmp/asked");
+    let asked = std::time::Instant::now();
+    while ask_comments(&h, issue).is_empty() {
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(2),
+            "the ask is not on the forge 2 s after `sandcastle ask` returned"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(run.try_wait().unwrap().is_none(), "the turn still runs");
+    assert!(run.wait().unwrap().success());
+
+    // On the forge's clock: the ask came 10 s and more before the turn ended (the pull request
+    // opens after it).
+    let created = |value: &Value| -> jiff::Timestamp {
+        value["created_at"].as_str().unwrap().parse().unwrap()
+    };
+    let comments = h.get(&format!("/issues/{issue}/comments"));
+    let asks: Vec<&Value> = comments
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["body"].as_str().unwrap().contains("<!-- sandcastle:ask "))
+        .collect();
+    assert_eq!(asks.len(), 1, "published once: {asks:?}");
+    let pull = &h.pulls()[0];
+    let before_the_end = created(pull).duration_since(created(asks[0]));
+    assert!(
+        before_the_end >= jiff::SignedDuration::from_secs(10),
+        "the ask was published {before_the_end} before the pull request"
+    );
+    assert!(
+        asks[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("Part one is ready")
+    );
+    let report = h.last_report().to_string();
+    assert!(
+        report.contains("ready, revision 1, \\\"Part one is ready\\\": published"),
+        "the run report records the ask: {report}"
+    );
+}
+
 /// (b) A second ask replaces the first: revision 2, the same comment edited.
 #[test]
 fn a_second_ask_replaces_the_first_in_the_same_comment() {
