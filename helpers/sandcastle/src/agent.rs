@@ -842,6 +842,7 @@ mod tests {
             seen.take(parse_line(line), &redact, &mut |event| match event {
                 AgentEvent::ToolCall(call) => calls.push(call.to_string()),
                 AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+                AgentEvent::Ask(_) => unreachable!("no ask is relayed in these lines"),
             });
         }
         assert_eq!(

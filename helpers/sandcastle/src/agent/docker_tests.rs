@@ -105,6 +105,7 @@ fn an_iteration_that_commits_and_completes() {
     let outcome = super::run(&sandbox, &agent, &redactor(), &mut |event| match event {
         AgentEvent::ToolCall(call) => calls.push(call.to_string()),
         AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+        AgentEvent::Ask(_) => panic!("this turn asks nothing"),
     })
     .unwrap();
 
