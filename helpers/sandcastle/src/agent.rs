@@ -158,11 +158,17 @@ pub fn run(
         "--model",
         run.model,
     ];
-    // A reasoning-only role gets no tools and a few turns; the others work in the sandbox.
+    // A reasoning-only role gets no tools and a few turns; the others work in the sandbox, with
+    // `sandcastle mcp`'s `ask` tool besides the command.
     let max_turns = run.role.max_turns().map(|turns| turns.to_string());
+    let mcp_config = crate::mcp::config();
     match &max_turns {
         Some(turns) => argv.extend(["--tools", "", "--max-turns", turns]),
-        None => argv.push("--dangerously-skip-permissions"),
+        None => argv.extend([
+            "--dangerously-skip-permissions",
+            "--mcp-config",
+            mcp_config.as_str(),
+        ]),
     }
     argv.extend([session_flag, &session_id, "-p", "-"]);
     let mut child = sandbox

@@ -18,6 +18,7 @@ mod gate;
 mod git;
 mod hand_out;
 mod lock;
+mod mcp;
 mod outbox;
 mod pass;
 mod plan;
@@ -88,6 +89,9 @@ enum Command {
     /// Inside a sandbox: ask a person without stopping (the answer is a later prompt). Prints
     /// `{"key":…,"revision":…,"status":"open"}`; a refused ask exits 2 with one line.
     Ask(ask::AskArgs),
+    /// Inside a sandbox: an MCP server on stdin and stdout whose `ask` tool is `sandcastle ask`
+    /// (Claude Code starts it in each working turn).
+    Mcp,
     /// Inside a sandbox, the agent's exec: runs PROGRAM with its output copied through and each new
     /// ask in OUTBOX relayed on it at once.
     #[command(hide = true)]
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Ask(args)) => return ask::command(args),
         Some(Command::Relay { outbox, program }) => return relay::command(&outbox, &program),
+        Some(Command::Mcp) => return mcp::command(),
         _ => {}
     }
     let project = match cli.project {
@@ -125,7 +130,7 @@ fn main() -> ExitCode {
         Some(Command::Answer { issue, text }) => {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
-        Some(Command::Ask(_) | Command::Relay { .. }) => {
+        Some(Command::Ask(_) | Command::Relay { .. } | Command::Mcp) => {
             unreachable!("answered above, without a project")
         }
     });

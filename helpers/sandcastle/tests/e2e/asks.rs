@@ -213,6 +213,44 @@ fn an_ask_made_mid_turn_is_on_the_forge_while_the_turn_still_runs() {
     );
 }
 
+/// An ask made through the MCP tool (`sandcastle mcp`, which Claude Code starts from the
+/// `--mcp-config` of each working turn) is published like one made with the command: the same
+/// comment, from the same outbox, checked the same way.
+#[test]
+fn an_ask_through_the_mcp_tool_is_published_like_the_commands() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let ask = json!({"kind": "decision", "title": "Which driver?", "details": "The pool needs one.",
+        "options": ["pg: PostgreSQL client", "mysql2: MySQL client"], "recommended": "pg"});
+    let h = harness(
+        &[
+            json!({"tool": {"name": "mcp__sandcastle__ask", "input": ask}}),
+            json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+            text(&format!("Pool added with pg. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+    let asks = ask_comments(&h, issue);
+    assert_eq!(asks.len(), 1, "{:?}", h.comments_of(issue));
+    for expected in [
+        "asks for a **decision** and goes on working meanwhile",
+        "### Which driver?",
+        "The pool needs one.",
+        "1. **pg**: PostgreSQL client (the agent's recommendation)",
+        "2. **mysql2**: MySQL client",
+    ] {
+        assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
+    }
+    let saved = state(&h, "issue-1");
+    assert_eq!(saved["ask"]["ask"]["key"], "issue:1");
+    assert_eq!(saved["ask"]["ask"]["revision"], 1);
+    assert_eq!(h.pulls().len(), 1, "the agent went on to its pull request");
+}
+
 /// (b) A second ask replaces the first: revision 2, the same comment edited.
 #[test]
 fn a_second_ask_replaces_the_first_in_the_same_comment() {
