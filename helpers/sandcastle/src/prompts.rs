@@ -431,8 +431,9 @@ mod tests {
                 let text = render(dir.path(), name, &as_refs(&vars)).unwrap();
                 assert!(
                     text.contains("## When a person's answer can wait: ask without stopping")
-                        && text.contains("sandcastle ask --kind decision --title"),
-                    "{name}: the ask command"
+                        && text.contains("sandcastle ask --kind decision --title")
+                        && text.contains("The `ask` tool of the `sandcastle` MCP server"),
+                    "{name}: the ask command and the tool"
                 );
                 assert_eq!(
                     text.contains("## When you need a person's decision before you can go on"),
