@@ -77,8 +77,8 @@ enum Command {
     Doctor,
     /// List what waits for a person: questions (issue, age, channels, where to answer) and open asks.
     Questions,
-    /// Answer issue N's waiting question as the local maintainer: `1`, `2: because …` or free text,
-    /// one line per question.
+    /// Answer the question waiting on issue or pull request N as the local maintainer: `1`,
+    /// `2: because …` or free text, one line per question.
     Answer {
         #[arg(value_name = "N")]
         issue: u64,

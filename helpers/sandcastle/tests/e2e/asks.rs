@@ -62,6 +62,19 @@ fn ask_comments(h: &Harness, issue: u64) -> Vec<String> {
         .collect()
 }
 
+/// The comment shows [`ask_decision`]'s ask: its kind, title, details and numbered options.
+fn shows_the_decision(comment: &str) {
+    for expected in [
+        "asks for a **decision** and goes on working meanwhile",
+        "### Which driver?",
+        "The pool needs one.",
+        "1. **pg**: PostgreSQL client (the agent's recommendation)",
+        "2. **mysql2**: MySQL client",
+    ] {
+        assert!(comment.contains(expected), "{expected:?} in {comment}");
+    }
+}
+
 fn state(h: &Harness, slug: &str) -> Value {
     let path = h
         .project()
@@ -99,16 +112,8 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     ]);
     let asks = ask_comments(&h, issue);
     assert_eq!(asks.len(), 1, "published while the agent works: {asks:?}");
-    for expected in [
-        "asks for a **decision** and goes on working meanwhile",
-        "### Which driver?",
-        "The pool needs one.",
-        "1. **pg**: PostgreSQL client (the agent's recommendation)",
-        "2. **mysql2**: MySQL client",
-        "`close` to close this ask",
-    ] {
-        assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
-    }
+    shows_the_decision(&asks[0]);
+    assert!(asks[0].contains("`close` to close this ask"), "{}", asks[0]);
     let listed = String::from_utf8_lossy(&h.sandcastle(&["questions"]).stdout).into_owned();
     assert!(
         listed.contains("issue #1 ask (decision, revision 1) \"Which driver?\": asked ")
@@ -236,15 +241,7 @@ fn an_ask_through_the_mcp_tool_is_published_like_the_commands() {
     assert!(output.status.success(), "{output:?}");
     let asks = ask_comments(&h, issue);
     assert_eq!(asks.len(), 1, "{:?}", h.comments_of(issue));
-    for expected in [
-        "asks for a **decision** and goes on working meanwhile",
-        "### Which driver?",
-        "The pool needs one.",
-        "1. **pg**: PostgreSQL client (the agent's recommendation)",
-        "2. **mysql2**: MySQL client",
-    ] {
-        assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
-    }
+    shows_the_decision(&asks[0]);
     let saved = state(&h, "issue-1");
     assert_eq!(saved["ask"]["ask"]["key"], "issue:1");
     assert_eq!(saved["ask"]["ask"]["revision"], 1);
