@@ -31,6 +31,7 @@ pub(crate) fn sandbox() -> Sandbox {
 
 pub(crate) fn questions() -> Questions {
     Questions {
+        enabled: false,
         poll_backoff: [5 * 60, 15 * 60, 30 * 60, 60 * 60]
             .map(Duration::from_secs)
             .to_vec(),
@@ -43,9 +44,10 @@ pub(crate) fn questions() -> Questions {
 
 pub(crate) fn clarify() -> Clarify {
     Clarify {
-        enabled: true,
+        enabled: false,
         threshold: 0.8,
         max_rounds: 5,
+        timeout: Duration::from_secs(180),
     }
 }
 

@@ -77,11 +77,15 @@ pub struct Publish {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Clarify {
+    /// Off without a `[clarify]` table: issues start without an assessment.
     pub enabled: bool,
     /// Completeness (0 to 1) from which an issue is clear enough to start work.
     pub threshold: f64,
     /// At most this many questions, one a round, before work starts anyway.
     pub max_rounds: u32,
+    /// An assessment that takes longer is stopped and counts as degraded: work starts.
+    #[serde(serialize_with = "human_duration")]
+    pub timeout: Duration,
 }
 
 /// Several orchestrators on one forge: each claims work with a lease the others can see.
@@ -108,6 +112,9 @@ impl Default for Cluster {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Questions {
+    /// Off without a `[questions]` table: agents are not taught the question signal, and nothing
+    /// waits for a person.
+    pub enabled: bool,
     /// The waits between reads of the issue's comments; the last repeats.
     #[serde(serialize_with = "human_durations")]
     pub poll_backoff: Vec<Duration>,

@@ -38,13 +38,14 @@ const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
 const QUESTIONS_KEYS: &[&str] = &[
+    "enabled",
     "pollBackoff",
     "timeout",
     "responders",
     "handlers",
     "command",
 ];
-const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds"];
+const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds", "timeout"];
 const AUTOPILOT_KEYS: &[&str] = &["enabled", "ciRounds", "conflictRounds"];
 const PUBLISH_KEYS: &[&str] = &["allowWorkflowChanges"];
 
@@ -195,7 +196,9 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
             let default = defaults::questions();
             match questions {
                 None => default,
+                // A `[questions]` table turns questions on unless it says otherwise.
                 Some(questions) => Questions {
+                    enabled: questions.boolean("enabled", "true")?.unwrap_or(true),
                     poll_backoff: questions
                         .durations("pollBackoff", "[\"5m\", \"15m\", \"30m\", \"1h\"]")?
                         .unwrap_or(default.poll_backoff),
@@ -219,16 +222,18 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
             let default = defaults::clarify();
             match clarify {
                 None => default,
+                // A `[clarify]` table turns the assessment on unless it says otherwise.
                 Some(clarify) => Clarify {
-                    enabled: clarify
-                        .boolean("enabled", "true")?
-                        .unwrap_or(default.enabled),
+                    enabled: clarify.boolean("enabled", "true")?.unwrap_or(true),
                     threshold: clarify
                         .fraction("threshold", "0.8")?
                         .unwrap_or(default.threshold),
                     max_rounds: clarify
                         .count("maxRounds", "5")?
                         .unwrap_or(default.max_rounds),
+                    timeout: clarify
+                        .duration("timeout", "\"180s\"")?
+                        .unwrap_or(default.timeout),
                 },
             }
         },

@@ -75,13 +75,14 @@ fn defaults() -> Value {
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
         "questions": {
+            "enabled": false,
             "pollBackoff": ["5m", "15m", "30m", "1h"],
             "timeout": "1day",
             "responders": [],
             "handlers": ["terminal", "forge"],
             "command": null,
         },
-        "clarify": { "enabled": true, "threshold": 0.8, "maxRounds": 5 },
+        "clarify": { "enabled": false, "threshold": 0.8, "maxRounds": 5, "timeout": "3m" },
         "autopilot": { "enabled": true, "ciRounds": 2, "conflictRounds": 2 },
         "publish": { "allowWorkflowChanges": false },
     })
@@ -140,6 +141,7 @@ command = ["./ask.sh", "--to", "dev team"]
 enabled = false
 threshold = 0.65
 maxRounds = 2
+timeout = "1m"
 [autopilot]
 enabled = false
 ciRounds = 3
@@ -173,13 +175,14 @@ allowWorkflowChanges = true
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
             "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
             "questions": {
+                "enabled": true,
                 "pollBackoff": ["2s", "1m"],
                 "timeout": "2h",
                 "responders": ["bob", "carol.x"],
                 "handlers": ["command", "forge"],
                 "command": ["./ask.sh", "--to", "dev team"],
             },
-            "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2 },
+            "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2, "timeout": "1m" },
             "autopilot": { "enabled": false, "ciRounds": 3, "conflictRounds": 1 },
             "publish": { "allowWorkflowChanges": true },
         })
@@ -200,6 +203,34 @@ fn a_partial_table_keeps_the_defaults_for_the_keys_it_omits() {
     let mut expected = defaults();
     expected["commands"]["check"] = json!([["true"], ["make", "test"]]);
     assert_eq!(resolved(&toml), expected);
+}
+
+/// Asking a person is opt-in: an empty `[questions]` or `[clarify]` table turns it on, and
+/// `enabled = false` in the table turns it off again.
+#[test]
+fn a_questions_or_clarify_table_turns_asking_on() {
+    let on = resolved(&format!("{MINIMAL}[questions]\n[clarify]\n"));
+    assert_eq!(on["questions"]["enabled"], true);
+    assert_eq!(on["clarify"]["enabled"], true);
+    assert_eq!(on["clarify"]["timeout"], "3m");
+    let off = resolved(&format!(
+        "{MINIMAL}[questions]\nenabled = false\n[clarify]\nenabled = false\ntimeout = \"20s\"\n"
+    ));
+    assert_eq!(off["questions"]["enabled"], false);
+    assert_eq!(off["clarify"]["enabled"], false);
+    assert_eq!(off["clarify"]["timeout"], "20s");
+}
+
+/// A new project from the Rust template asks people: its config turns both on explicitly.
+#[test]
+fn the_rust_templates_config_turns_asking_on() {
+    let template = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates/rust/.sandcastle/config.toml"),
+    )
+    .unwrap();
+    let config = resolved(&template);
+    assert_eq!(config["questions"]["enabled"], true);
+    assert_eq!(config["clarify"]["enabled"], true);
 }
 
 #[test]

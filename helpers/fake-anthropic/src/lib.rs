@@ -9,7 +9,8 @@
 //! keeps no per-conversation state. Requests without the Bash tool are Claude Code's side
 //! requests and get a short text, unless a script marked `"without_tools": true` matches them (a
 //! reasoning-only role run with `--tools ""`). Requests that no script answers get an explanatory text and
-//! are listed by [`FakeAnthropic::unmatched`].
+//! are listed by [`FakeAnthropic::unmatched`]. A turn with `"delay_seconds": N` is answered N seconds
+//! late (a slow model); `"tool": {"name": …, "input": {…}}` calls any other tool (an MCP server's).
 
 mod conversation;
 mod record;

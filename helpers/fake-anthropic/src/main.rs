@@ -15,7 +15,8 @@ use fake_anthropic::{FakeAnthropic, Scenario};
 /// A conversation follows the first script whose `match` occurs in its first user prompt; its
 /// n-th answer is the script's n-th turn (a Bash tool call, or text that ends the turn).
 /// Requests that offer no Bash tool (Claude Code's side requests) get a short text, unless a script
-/// with "without_tools": true matches them (a role run with --tools "").
+/// with "without_tools": true matches them (a role run with --tools ""). A turn with
+/// "delay_seconds": N is answered N seconds late (a slow model).
 #[derive(Parser)]
 #[command(version, long_about, verbatim_doc_comment)]
 #[command(

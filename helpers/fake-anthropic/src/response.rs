@@ -5,26 +5,26 @@ use serde_json::{Value, json};
 
 use crate::scenario::Usage;
 
-/// One assistant message: optional text, then optionally a Bash tool call.
+/// One assistant message: optional text, then optionally a tool call (Bash, or any named tool).
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub id: String,
     pub model: String,
     pub text: Option<String>,
-    pub bash: Option<BashCall>,
+    pub tool: Option<ToolCall>,
     pub usage: Usage,
 }
 
 #[derive(Debug, Clone)]
-pub struct BashCall {
+pub struct ToolCall {
     pub tool_use_id: String,
-    pub command: String,
-    pub description: String,
+    pub name: String,
+    pub input: Value,
 }
 
 impl Reply {
     fn stop_reason(&self) -> &'static str {
-        if self.bash.is_some() {
+        if self.tool.is_some() {
             "tool_use"
         } else {
             "end_turn"
@@ -36,12 +36,12 @@ impl Reply {
         if let Some(text) = &self.text {
             blocks.push(json!({"type": "text", "text": text}));
         }
-        if let Some(bash) = &self.bash {
+        if let Some(tool) = &self.tool {
             blocks.push(json!({
                 "type": "tool_use",
-                "id": bash.tool_use_id,
-                "name": "Bash",
-                "input": bash.input(),
+                "id": tool.tool_use_id,
+                "name": tool.name,
+                "input": tool.input,
             }));
         }
         blocks
@@ -91,11 +91,11 @@ impl Reply {
             events.push(block_stop(index));
             index += 1;
         }
-        if let Some(bash) = &self.bash {
+        if let Some(tool) = &self.tool {
             let start =
-                json!({"type": "tool_use", "id": bash.tool_use_id, "name": "Bash", "input": {}});
+                json!({"type": "tool_use", "id": tool.tool_use_id, "name": tool.name, "input": {}});
             events.push(block_start(index, start));
-            let input = bash.input().to_string();
+            let input = tool.input.to_string();
             // Two fragments, split on a char boundary, so clients must join partial JSON.
             let mid = (0..=input.len() / 2)
                 .rev()
@@ -118,12 +118,6 @@ impl Reply {
             .into_iter()
             .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
             .collect()
-    }
-}
-
-impl BashCall {
-    fn input(&self) -> Value {
-        json!({"command": self.command, "description": self.description})
     }
 }
 
@@ -151,10 +145,10 @@ mod tests {
             id: "msg_1".into(),
             model: "claude-sonnet-4-6".into(),
             text: Some("Editing.".into()),
-            bash: Some(BashCall {
+            tool: Some(ToolCall {
                 tool_use_id: "toolu_1".into(),
-                command: "echo \"é\" > f".into(),
-                description: "write f".into(),
+                name: "Bash".into(),
+                input: json!({"command": "echo \"é\" > f", "description": "write f"}),
             }),
             usage: Usage {
                 input_tokens: 7,
@@ -192,7 +186,7 @@ mod tests {
     #[test]
     fn message_json_without_tool_ends_the_turn() {
         let mut reply = reply();
-        reply.bash = None;
+        reply.tool = None;
         let message = reply.to_message_json();
         assert_eq!(message["stop_reason"], "end_turn");
         assert_eq!(message["content"][0]["text"], "Editing.");

@@ -34,8 +34,9 @@ pub struct Script {
     pub without_tools: bool,
 }
 
-/// One assistant response: optional text, then optionally a Bash tool call.
-/// Without `bash` the response ends the turn (`end_turn`).
+/// One assistant response: optional text, then optionally a Bash tool call (`bash`) or a call of
+/// any other tool by name (`tool`, e.g. an MCP server's). Without either the response ends the turn
+/// (`end_turn`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
@@ -45,12 +46,26 @@ pub struct Turn {
     pub bash: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
+    /// A call of the tool `name` with `input`, e.g. `{"name": "mcp__sandcastle__ask", "input": {…}}`.
+    #[serde(default)]
+    pub tool: Option<NamedTool>,
     #[serde(default)]
     pub usage: Option<Usage>,
     /// A planner's answer made from its prompt: a `<plan>` of the first `plan` candidate issues
     /// the prompt lists (`"id": N`), so a planner can be scripted for candidates that change.
     #[serde(default)]
     pub plan: Option<usize>,
+    /// Seconds to wait before answering: a slow model.
+    #[serde(default)]
+    pub delay_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedTool {
+    pub name: String,
+    #[serde(default)]
+    pub input: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
@@ -94,8 +109,19 @@ impl Scenario {
                 bail!("scripts[{i}].turns is empty: give at least one turn");
             }
             for (t, turn) in script.turns.iter().enumerate() {
-                if turn.text.is_none() && turn.bash.is_none() && turn.plan.is_none() {
-                    bail!("scripts[{i}].turns[{t}] has none of \"text\", \"bash\" and \"plan\"");
+                if turn.text.is_none()
+                    && turn.bash.is_none()
+                    && turn.tool.is_none()
+                    && turn.plan.is_none()
+                {
+                    bail!(
+                        "scripts[{i}].turns[{t}] has none of \"text\", \"bash\", \"tool\" and \"plan\""
+                    );
+                }
+                if turn.bash.is_some() && turn.tool.is_some() {
+                    bail!(
+                        "scripts[{i}].turns[{t}] has both \"bash\" and \"tool\": one tool call a turn"
+                    );
                 }
             }
         }
@@ -205,7 +231,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "scripts[0].turns[0] has none of \"text\", \"bash\" and \"plan\""
+            "scripts[0].turns[0] has none of \"text\", \"bash\", \"tool\" and \"plan\""
         );
     }
 }

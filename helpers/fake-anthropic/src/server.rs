@@ -8,7 +8,7 @@ use tiny_http::{Header, Method, Request, Response};
 
 use crate::conversation::Conversation;
 use crate::record::{RecordedRequest, Records};
-use crate::response::{BashCall, Reply};
+use crate::response::{Reply, ToolCall};
 use crate::scenario::{Scenario, Usage};
 
 /// Tokens reported for Claude Code's side requests (titles, summaries, probes).
@@ -100,7 +100,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         id: format!("msg_fake_{id}"),
         model: conversation.model.clone(),
         text: None,
-        bash: None,
+        tool: None,
         usage: SIDE_USAGE,
     };
     let mut script_index = None;
@@ -115,14 +115,25 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         script.and_then(|(index, script)| Some((index, script.turn(conversation.turn)?)))
     {
         script_index = Some(index);
+        if let Some(seconds) = turn.delay_seconds {
+            std::thread::sleep(std::time::Duration::from_secs(seconds));
+        }
         reply.text = turn.text_for(&conversation.prompt);
-        reply.bash = turn.bash.as_ref().map(|command| BashCall {
+        let bash = turn.bash.as_ref().map(|command| {
+            let description = turn.description.as_deref().unwrap_or("Run a command");
+            (
+                "Bash".to_string(),
+                json!({"command": command, "description": description}),
+            )
+        });
+        let named = turn
+            .tool
+            .as_ref()
+            .map(|tool| (tool.name.clone(), tool.input.clone()));
+        reply.tool = bash.or(named).map(|(name, input)| ToolCall {
             tool_use_id: format!("toolu_fake_{id}"),
-            command: command.clone(),
-            description: turn
-                .description
-                .clone()
-                .unwrap_or_else(|| "Run a command".into()),
+            name,
+            input,
         });
         reply.usage = turn.usage();
     } else {

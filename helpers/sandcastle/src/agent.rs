@@ -9,6 +9,7 @@
 //! session file and the checkout's commits (`hand_out.rs`): a turn is one Docker call. When the host
 //! gave up, or the cleanup cannot vouch for itself, the cleanup, the session and the commits each
 //! take their own exec.
+use crate::ask_relay;
 use crate::checkout;
 use crate::hand_out::{self, Commits, Destination, Trailer};
 use crate::role::Role;
@@ -35,6 +36,8 @@ pub struct AgentRun<'a> {
     /// Resume this saved session (its file is copied into the container first).
     pub resume: Option<&'a SavedSession>,
     pub idle_timeout: Duration,
+    /// The longest the whole turn may take, output or not (`[clarify] timeout` for the assessor).
+    pub time_limit: Option<Duration>,
     /// How long to wait for the process to exit after the result event.
     pub exit_grace: Duration,
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
@@ -91,6 +94,9 @@ pub struct AgentOutcome {
 pub enum AgentEvent<'a> {
     ToolCall(&'a str),
     Usage(&'a Usage),
+    /// An ask relayed while the agent works (`relay.rs`): its bytes, unchecked, or why the record
+    /// was refused.
+    Ask(Result<Vec<u8>, String>),
 }
 
 /// Runs `claude --print --verbose --output-format stream-json --model M --dangerously-skip-permissions
@@ -152,11 +158,17 @@ pub fn run(
         "--model",
         run.model,
     ];
-    // A reasoning-only role gets no tools and a few turns; the others work in the sandbox.
+    // A reasoning-only role gets no tools and a few turns; the others work in the sandbox, with
+    // `sandcastle mcp`'s `ask` tool besides the command.
     let max_turns = run.role.max_turns().map(|turns| turns.to_string());
+    let mcp_config = crate::mcp::config();
     match &max_turns {
         Some(turns) => argv.extend(["--tools", "", "--max-turns", turns]),
-        None => argv.push("--dangerously-skip-permissions"),
+        None => argv.extend([
+            "--dangerously-skip-permissions",
+            "--mcp-config",
+            mcp_config.as_str(),
+        ]),
     }
     argv.extend([session_flag, &session_id, "-p", "-"]);
     let mut child = sandbox
@@ -178,10 +190,14 @@ pub fn run(
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
+    let cut_at = run.time_limit.map(|limit| Instant::now() + limit);
     let stream_end = loop {
-        let wait = match grace_until {
-            Some(until) => until.saturating_duration_since(Instant::now()),
-            None => run.idle_timeout,
+        let wait = match (grace_until, cut_at) {
+            (Some(until), _) => until.saturating_duration_since(Instant::now()),
+            (None, Some(cut)) => run
+                .idle_timeout
+                .min(cut.saturating_duration_since(Instant::now())),
+            (None, None) => run.idle_timeout,
         };
         let line = match pipes.out.recv_timeout(wait) {
             Ok(FromExec::Line(line)) => line,
@@ -191,8 +207,15 @@ pub fn run(
                 continue;
             }
             Ok(FromExec::Trailer(trailer)) => break StreamEnd::HandedOut(trailer),
+            Ok(FromExec::Ask(ask)) => {
+                on_event(AgentEvent::Ask(ask));
+                continue;
+            }
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
+            }
+            Err(RecvTimeoutError::Timeout) if cut_at.is_some_and(|cut| Instant::now() >= cut) => {
+                break StreamEnd::TimeLimit;
             }
             Err(RecvTimeoutError::Timeout) => break StreamEnd::IdleTimeout,
             Err(RecvTimeoutError::Disconnected) => break StreamEnd::StreamClosed,
@@ -222,7 +245,7 @@ pub fn run(
         StreamEnd::StreamClosed | StreamEnd::HandedOut(_) => {
             wait_or_kill(&mut child, run.exit_grace)
         }
-        StreamEnd::IdleTimeout | StreamEnd::GraceExpired => None,
+        StreamEnd::IdleTimeout | StreamEnd::TimeLimit | StreamEnd::GraceExpired => None,
     };
     if status.is_none() {
         let _ = child.kill();
@@ -238,6 +261,7 @@ pub fn run(
     };
     let stderr = redact.redact(&pipes.finish());
     let idle_timed_out = matches!(stream_end, StreamEnd::IdleTimeout);
+    let cut = matches!(stream_end, StreamEnd::TimeLimit);
     let hand_out = match stream_end {
         StreamEnd::HandedOut(trailer) if quiet => HandOut::Trailer(trailer),
         StreamEnd::StreamClosed if quiet => {
@@ -307,6 +331,14 @@ pub fn run(
             transcript_path.display()
         ));
     }
+    if let (true, Some(limit)) = (cut, run.time_limit) {
+        return fail(format!(
+            "{label} ({}) took longer than {} and was stopped; transcript: {}",
+            run.model,
+            short_duration(limit),
+            transcript_path.display()
+        ));
+    }
     let (text, completed) = match seen.result {
         Some(result) if result.is_error => {
             return fail(format!(
@@ -361,6 +393,8 @@ enum StreamEnd {
     /// The exec's hand-out trailer came, well-formed or not, and the output is over.
     HandedOut(Result<Trailer, String>),
     IdleTimeout,
+    /// The turn's time limit passed before its result.
+    TimeLimit,
     /// The result came, but the process did not exit in time.
     GraceExpired,
 }
@@ -434,6 +468,8 @@ enum FromExec {
     TrailerBegins,
     /// The trailer was read to the end of the output.
     Trailer(Result<Trailer, String>),
+    /// An ask relayed while Claude Code runs (`relay.rs`).
+    Ask(Result<Vec<u8>, String>),
 }
 
 /// After the trailer began, how long handing out may take (a large bundle).
@@ -522,6 +558,13 @@ fn read_output(
         if line == hand_out::MARKER {
             break;
         }
+        if line.starts_with(ask_relay::PREFIX) {
+            let ask = ask_relay::read(&line, &mut stdout, hand_out_to.max_ask);
+            if sender.send(FromExec::Ask(ask)).is_err() {
+                return;
+            }
+            continue;
+        }
         // The exec puts a newline before the marker, in case Claude Code's output lacked one.
         if !line.is_empty()
             && sender
@@ -568,14 +611,15 @@ const KILL_AGENT_PROCESSES: &str = concat!(
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 const AGENT_STATUS_MAX: i32 = 125;
 
-/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code, then, once it
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code under
+/// `sandcastle ask-relay` (which relays each new ask in OUTBOX on the output at once), then, once it
 /// has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
 /// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
 /// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
 /// trailer, when it could not.
 const RUN_AGENT: &str = concat!(
     "session=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
-    "\"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
+    "sandcastle ask-relay \"$outbox\" -- \"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
     include_str!("agent/kill_agent_processes.sh"),
     include_str!("agent/hand_out.sh")
 );
@@ -804,6 +848,7 @@ mod tests {
             seen.take(parse_line(line), &redact, &mut |event| match event {
                 AgentEvent::ToolCall(call) => calls.push(call.to_string()),
                 AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+                AgentEvent::Ask(_) => unreachable!("no ask is relayed in these lines"),
             });
         }
         assert_eq!(

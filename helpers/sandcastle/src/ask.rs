@@ -95,8 +95,10 @@ pub struct Ask {
     pub recommended: Option<String>,
 }
 
-/// `sandcastle ask`'s arguments.
-#[derive(Debug, clap::Args)]
+/// The arguments of an ask: `sandcastle ask`'s flags, and the `ask` tool's of `sandcastle mcp`.
+#[derive(Debug, clap::Args, Deserialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
 pub struct AskArgs {
     /// decision, action, ready or blocked.
     #[arg(long)]
@@ -106,12 +108,16 @@ pub struct AskArgs {
     title: String,
     /// More words for the person (plain text, no links or commands).
     #[arg(long, default_value = "")]
+    #[serde(default)]
     details: String,
-    /// A choice of a decision: `LABEL` or `LABEL: what it means`; repeat for each.
+    /// A choice of a decision: `LABEL` or `LABEL: what it means`; one for each (the command's
+    /// `--option`, repeated).
     #[arg(long = "option", value_name = "LABEL[: MEANING]")]
+    #[serde(default)]
     options: Vec<String>,
     /// The option the agent goes on with until a person answers.
     #[arg(long, value_name = "LABEL")]
+    #[serde(default)]
     recommended: Option<String>,
 }
 
@@ -274,12 +280,9 @@ fn clip(text: &str) -> String {
 /// `sandcastle ask`: checks the ask, writes it to the outbox as the next revision, prints
 /// `{"key":…,"revision":…,"status":"open"}`. A refused ask: one line on stderr, exit 2.
 pub fn command(args: AskArgs) -> ExitCode {
-    match ask(args) {
-        Ok(ask) => {
-            println!(
-                "{}",
-                serde_json::json!({"key": ask.key, "revision": ask.revision, "status": "open"})
-            );
+    match submit(args) {
+        Ok(opened) => {
+            println!("{opened}");
             ExitCode::SUCCESS
         }
         Err(Refused(why)) => {
@@ -289,7 +292,15 @@ pub fn command(args: AskArgs) -> ExitCode {
     }
 }
 
-struct Refused(String);
+/// Why an ask was refused, in one line.
+pub struct Refused(pub String);
+
+/// An ask checked and written to the outbox as the next revision: `{"key":…,"revision":…,
+/// "status":"open"}`. The one way in for the command and the MCP tool.
+pub fn submit(args: AskArgs) -> Result<serde_json::Value, Refused> {
+    let ask = ask(args)?;
+    Ok(serde_json::json!({"key": ask.key, "revision": ask.revision, "status": "open"}))
+}
 
 fn ask(args: AskArgs) -> Result<Ask, Refused> {
     let key = std::env::var(KEY_VAR).map_err(|_| {

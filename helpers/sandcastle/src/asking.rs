@@ -139,6 +139,9 @@ fn unreachable(ctx: &Context, handler: Handler) -> Option<&'static str> {
 
 /// One line for each configured handler this run skips, at its start.
 pub fn say_skipped(ctx: &Context) {
+    if !(ctx.config.questions.enabled || ctx.config.clarify.enabled) {
+        return;
+    }
     for handler in &ctx.config.questions.handlers {
         if let Some(why) = unreachable(ctx, *handler) {
             ctx.progress.note(&format!(
@@ -158,14 +161,16 @@ pub fn waiting(ctx: &Context, questions: Questions) -> Waiting {
         channels: Vec::new(),
         comment: None,
         polls: 0,
-        next_poll: after(now, &ctx.config.questions.poll_backoff, 0),
+        next_poll: next_poll(now, &ctx.config.questions.poll_backoff, 0),
         ignored: Vec::new(),
         timed_out: false,
         answer: None,
     }
 }
 
-fn after(now: Timestamp, backoff: &[Duration], polls: u32) -> Timestamp {
+/// When to read the forge next, after `polls` reads: `[questions] pollBackoff` step by step, the
+/// last step repeating.
+pub fn next_poll(now: Timestamp, backoff: &[Duration], polls: u32) -> Timestamp {
     let wait = backoff
         .get(polls as usize)
         .or(backoff.last())
@@ -218,8 +223,9 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
         }
     }
     let through: Vec<String> = waiting.channels.iter().map(|c| c.to_string()).collect();
+    let work = WorkKey::from_slug(&state.slug).unwrap_or(WorkKey::Issue(number));
     ctx.progress.note(&format!(
-        "issue #{number}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
+        "{work}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
         if through.is_empty() {
             String::new()
         } else {
@@ -244,7 +250,7 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
     if waiting.answer.is_none() && waiting.comment.is_some() && now >= waiting.next_poll {
         waiting.answer = forge::answer(ctx, number, waiting)?;
         waiting.polls += 1;
-        waiting.next_poll = after(now, &ctx.config.questions.poll_backoff, waiting.polls);
+        waiting.next_poll = next_poll(now, &ctx.config.questions.poll_backoff, waiting.polls);
     }
     if let Some(answer) = waiting.answer.clone() {
         state.save(&ctx.state_dir())?;
@@ -309,4 +315,25 @@ pub fn answer_locally(
         replies: replies.clone(),
     };
     Ok(answers::leave(project, number, &waiting.id, &answer)?.map(|()| replies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The waits step through `pollBackoff` and stay on the last step.
+    #[test]
+    fn the_poll_backoff_steps_through_and_stays_on_the_last_step() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let backoff = [5, 15, 30].map(Duration::from_secs);
+        let waits: Vec<i64> = (0..6)
+            .map(|polls| {
+                next_poll(now, &backoff, polls)
+                    .duration_since(now)
+                    .as_secs()
+            })
+            .collect();
+        assert_eq!(waits, [5, 15, 30, 30, 30, 30]);
+        assert_eq!(next_poll(now, &[], 3), now, "no backoff: at once");
+    }
 }

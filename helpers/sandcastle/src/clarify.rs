@@ -114,14 +114,18 @@ pub fn step(
     let clarification = state.clarification.get_or_insert_default();
     let asked = clarification.asked();
     let prompt = assessment_prompt(ctx, issue, clarification, settings.threshold)?;
-    let outcome = sandbox.turn(&Turn {
-        role: Role::Assessor,
-        iteration: asked + 1,
-        counted: asked + 1,
-        max_iterations: settings.max_rounds + 1,
-        prompt: &prompt,
-        resume: None,
-    })?;
+    let outcome = sandbox.turn(
+        &Turn {
+            role: Role::Assessor,
+            iteration: asked + 1,
+            counted: asked + 1,
+            max_iterations: settings.max_rounds + 1,
+            prompt: &prompt,
+            resume: None,
+            time_limit: Some(settings.timeout),
+        },
+        &mut |_| {},
+    )?;
     state.cost_usd += outcome.usage.cost_usd;
     let clarification = state.clarification.get_or_insert_default();
     let verdict = match &outcome.ending {

@@ -26,7 +26,8 @@ use anyhow::{Result, bail};
 /// What the driver asks of a piece of work's sandbox.
 pub trait Sandboxed {
     /// One agent turn. `Err` means the machinery broke; an agent that failed is an `Ending`.
-    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome>;
+    /// `relayed` gets each ask the agent makes while the turn runs (`relay.rs`), unchecked.
+    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome>;
     /// The `[commands] check` steps, run by the orchestrator in the sandbox.
     fn gate(&mut self) -> Result<GateOutcome>;
     /// The agent's commits, brought into the work repository (the new tip), or refused.
@@ -37,6 +38,9 @@ pub trait Sandboxed {
     }
 }
 
+/// An ask relayed while a turn runs: its bytes, or why its record was refused.
+pub type Relayed = Result<Vec<u8>, String>;
+
 pub struct Turn<'a> {
     pub role: Role,
     /// The role's turn on this work, from 1 (it names the transcript).
@@ -46,6 +50,8 @@ pub struct Turn<'a> {
     pub max_iterations: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a SavedSession>,
+    /// The longest the turn may take, output or not; `None`: only `idleTimeout` bounds it.
+    pub time_limit: Option<std::time::Duration>,
 }
 
 /// A piece of work: what it is says its key, branch, working role, prompts and how it publishes.
@@ -110,6 +116,10 @@ impl Piece<'_> {
                 ("ISSUE_BODY", issue.body.clone()),
                 ("BRANCH", self.branch()),
                 ("BASE_BRANCH", base.to_string()),
+                (
+                    "ASKING",
+                    prompts::asking(ctx.config.questions.enabled, issue.number),
+                ),
             ],
             Piece::Pull(pull) => vec![
                 ("PR_NUMBER", pull.number.to_string()),
@@ -117,6 +127,10 @@ impl Piece<'_> {
                 ("BRANCH", self.branch()),
                 ("BASE_BRANCH", base.to_string()),
                 ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
+                (
+                    "ASKING",
+                    prompts::asking(ctx.config.questions.enabled, pull.number),
+                ),
             ],
             Piece::Green(pull, trouble) => {
                 // The reviewer judges the branch against the issue it implements.
@@ -238,9 +252,14 @@ pub fn drive(
                     state.save(&ctx.state_dir())?;
                     continue;
                 }
+                // Without `[questions]` the agent was not taught the signal: a block is just text.
+                // A keep-green round is not held for a person: past its rounds one comment asks.
                 let asked = match piece {
-                    Piece::Issue(issue) => questions::find(&outcome.result_text, issue.number),
-                    Piece::Pull(_) | Piece::Green(..) => None,
+                    _ if !ctx.config.questions.enabled => None,
+                    Piece::Green(..) => None,
+                    Piece::Issue(_) | Piece::Pull(_) => {
+                        questions::find(&outcome.result_text, piece.number())
+                    }
                 };
                 if let Some(asked) = asked {
                     // A turn that asks does not count against maxIterations, nor in the report.
@@ -322,9 +341,7 @@ pub fn drive(
                         }
                     }
                     None => {
-                        if let Piece::Issue(issue) = piece {
-                            asking::ask(ctx, issue.number, state)?;
-                        }
+                        asking::ask(ctx, piece.number(), state)?;
                         return Ok(Outcome::Waiting);
                     }
                 }
@@ -541,8 +558,21 @@ fn take_turn(
         max_iterations: ctx.config.max_iterations,
         prompt,
         resume,
+        time_limit: None,
     };
-    let outcome = sandbox.turn(&turn)?;
+    // An ask made while the agent works is published at once; the end of the turn is the fallback.
+    let key = WorkKey::from_slug(&state.slug);
+    let mut relayed = |ask: Relayed| {
+        let Some(key) = key else { return };
+        let handed = ask.map(Some).map_err(anyhow::Error::msg);
+        if let Err(e) = outbox::take(ctx, key, state, handed) {
+            ctx.progress.note(&format!(
+                "{key}: the ask made during the turn is not published yet ({}); the end of the turn tries again",
+                ctx.redactor.error(&e)
+            ));
+        }
+    };
+    let outcome = sandbox.turn(&turn, &mut relayed)?;
     state.cost_usd += outcome.usage.cost_usd;
     match &outcome.session {
         Some(session) => state.set_session(role, session.clone()),

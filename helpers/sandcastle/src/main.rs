@@ -3,6 +3,7 @@
 //! every forge change.
 mod agent;
 mod ask;
+mod ask_relay;
 mod asking;
 mod assessment;
 mod checkout;
@@ -19,6 +20,7 @@ mod git;
 mod green;
 mod hand_out;
 mod lock;
+mod mcp;
 mod outbox;
 mod pass;
 mod plan;
@@ -78,8 +80,8 @@ enum Command {
     Doctor,
     /// List what waits for a person: questions (issue, age, channels, where to answer) and open asks.
     Questions,
-    /// Answer issue N's waiting question as the local maintainer: `1`, `2: because …` or free text,
-    /// one line per question.
+    /// Answer the question waiting on issue or pull request N as the local maintainer: `1`,
+    /// `2: because …` or free text, one line per question.
     Answer {
         #[arg(value_name = "N")]
         issue: u64,
@@ -94,6 +96,17 @@ enum Command {
     /// Inside a sandbox: ask a person without stopping (the answer is a later prompt). Prints
     /// `{"key":…,"revision":…,"status":"open"}`; a refused ask exits 2 with one line.
     Ask(ask::AskArgs),
+    /// Inside a sandbox: an MCP server on stdin and stdout whose `ask` tool is `sandcastle ask`
+    /// (Claude Code starts it in each working turn).
+    Mcp,
+    /// Inside a sandbox, the agent's exec: runs PROGRAM with its output copied through and each new
+    /// ask in OUTBOX relayed on it at once.
+    #[command(hide = true)]
+    AskRelay {
+        outbox: PathBuf,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        program: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -101,8 +114,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return bad_arguments(e),
     };
-    if let Some(Command::Ask(args)) = cli.command {
-        return ask::command(args);
+    match cli.command {
+        Some(Command::Ask(args)) => return ask::command(args),
+        Some(Command::AskRelay { outbox, program }) => {
+            return ask_relay::command(&outbox, &program);
+        }
+        Some(Command::Mcp) => return mcp::command(),
+        _ => {}
     }
     let project = match cli.project {
         Some(dir) => std::fs::canonicalize(&dir).map_err(|e| {
@@ -122,7 +140,9 @@ fn main() -> ExitCode {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
         Some(Command::Report(args)) => report_cmd::report(&project, &args),
-        Some(Command::Ask(_)) => unreachable!("answered above, without a project"),
+        Some(Command::Ask(_) | Command::AskRelay { .. } | Command::Mcp) => {
+            unreachable!("answered above, without a project")
+        }
     });
     match result {
         Ok(code) => code,

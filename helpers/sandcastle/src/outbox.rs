@@ -8,7 +8,7 @@
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
 use crate::ask::{self, Ask, Kind};
-use crate::asking::{escape, replies_after};
+use crate::asking::{escape, next_poll, replies_after};
 use crate::context::Context;
 use crate::forge::Pull;
 use crate::forge_text::Post;
@@ -158,7 +158,8 @@ pub fn take(
     let open = state.ask.as_ref().expect("just set");
     ctx.report.record_ask(&key.to_string(), asked(open));
     state.save(&ctx.state_dir())?;
-    publish_pending(ctx, key, state)
+    publish_pending(ctx, key, state)?;
+    Ok(())
 }
 
 /// Publishes the ask if its revision is not on the forge yet (a run killed between taking and
@@ -234,13 +235,8 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
     if open.settled.is_none() && (due == Due::Now || now >= open.next_poll) {
         open.settled = reply(ctx, key, number, open)?;
         open.polls += 1;
-        let backoff = &ctx.config.questions.poll_backoff;
-        let wait = backoff
-            .get(open.polls as usize - 1)
-            .or(backoff.last())
-            .copied()
-            .unwrap_or_default();
-        open.next_poll = now + jiff::SignedDuration::try_from(wait).unwrap_or_default();
+        // The first read is at once (between turns, or as soon as a pass sees it): then the waits.
+        open.next_poll = next_poll(now, &ctx.config.questions.poll_backoff, open.polls - 1);
         if let Some(settled) = &open.settled {
             ctx.report.record_ask(&key.to_string(), asked(open));
             let telling = Telling {
@@ -248,11 +244,10 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
                 prompt: prompts::ask_answer(&open.ask, settled),
                 telling: false,
             };
+            let how = if settled.closed { "closed" } else { "answered" };
             ctx.progress.note(&format!(
-                "{key}: {} {} the agent's ask (revision {}); it is told in its next turn",
-                settled.by,
-                if settled.closed { "closed" } else { "answered" },
-                open.ask.revision
+                "{key}: {} {how} the agent's ask (revision {}); it is told in its next turn",
+                settled.by, open.ask.revision
             ));
             if !state.told.contains(&telling.key) {
                 state.tell = Some(telling);

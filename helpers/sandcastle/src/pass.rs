@@ -23,6 +23,8 @@ pub struct PassSummary {
     pub failed: usize,
     /// Issues too unclear to start with nobody to ask: the guidance for each.
     pub unclear: Vec<String>,
+    /// Questions whose `[questions] timeout` passed in this pass.
+    pub timed_out: usize,
 }
 
 /// `only_issue` works on that issue alone, without the rework lane or the planner. Work that saved
@@ -101,43 +103,50 @@ fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Re
     Ok(())
 }
 
-/// Issues waiting for a person: each question's answer is looked for (with backoff), its timeout
-/// recorded; answered issues go on first. A waiting issue has `needs-info`, so it is no candidate:
-/// nothing else would take it up again.
+/// Work waiting for a person (issues, and pull requests whose pr-fixer asked): each question's
+/// answer is looked for (with backoff), its timeout recorded; answered work goes on first. Waiting
+/// work has `needs-info` and a saved `Waiting` phase, so nothing else would take it up again.
 fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> Result<()> {
-    let mut answered = Vec::new();
+    let mut issues = Vec::new();
+    let mut pulls = Vec::new();
     for mut state in WorkState::all_waiting(&ctx.state_dir())? {
-        let Some(WorkKey::Issue(number)) = WorkKey::from_slug(&state.slug) else {
+        let Some(key @ (WorkKey::Issue(number) | WorkKey::Pull(number))) =
+            WorkKey::from_slug(&state.slug)
+        else {
             continue;
         };
-        let key = WorkKey::Issue(number).to_string();
-        if !ctx.clarifies && crate::clarify::release(ctx, number, &mut state)? {
-            answered.push(ctx.forge.issue(number)?);
+        let name = key.to_string();
+        if let WorkKey::Issue(_) = key
+            && !ctx.clarifies
+            && crate::clarify::release(ctx, number, &mut state)?
+        {
+            issues.push(ctx.forge.issue(number)?);
             continue;
         }
         match asking::poll(ctx, number, &mut state)? {
-            Poll::Answered => answered.push(ctx.forge.issue(number)?),
+            Poll::Answered => match key {
+                WorkKey::Pull(_) => pulls.push(ctx.forge.pull(number)?),
+                _ => issues.push(ctx.forge.issue(number)?),
+            },
             Poll::Pending => {
                 if let Some(line) = crate::clarify::still_waiting(ctx, &state) {
-                    ctx.report.set_clarification(&key, &line);
+                    ctx.report.set_clarification(&name, &line);
                 }
             }
             Poll::TimedOut => {
+                summary.timed_out += 1;
                 let line = format!(
                     "question timed out after {} (commented; needs-info kept)",
                     humantime::format_duration(ctx.config.questions.timeout)
                 );
-                ctx.report.set_outcome(&key, &line);
-                ctx.progress.finish(&key, &line);
+                ctx.report.set_outcome(&name, &line);
+                ctx.progress.finish(&name, &line);
             }
         }
     }
-    run_parallel(
-        ctx,
-        answered.iter().map(Piece::Issue).collect(),
-        base,
-        summary,
-    );
+    let mut pieces: Vec<Piece> = issues.iter().map(Piece::Issue).collect();
+    pieces.extend(pulls.iter().map(Piece::Pull));
+    run_parallel(ctx, pieces, base, summary);
     Ok(())
 }
 

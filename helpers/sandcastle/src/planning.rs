@@ -227,6 +227,7 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         iteration: 1,
         counted: 1,
         max_iterations: 1,
+        time_limit: None,
     };
     let first = planner_turn(&mut sandbox, &turn)?;
     let error = match plan::parse(&first.result_text, &ids) {
@@ -261,7 +262,9 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
 
 /// A planner turn; a planner that failed fails the pass.
 fn planner_turn(sandbox: &mut WorkSandbox, turn: &Turn) -> Result<AgentOutcome> {
-    let outcome = sandbox.turn(turn).context("the planner failed")?;
+    let outcome = sandbox
+        .turn(turn, &mut |_| {})
+        .context("the planner failed")?;
     if let Ending::Failed(why) = &outcome.ending {
         bail!("the planner failed: {why}");
     }

@@ -141,6 +141,22 @@ pub fn forge_access(tea_configured: bool) -> &'static str {
     }
 }
 
+/// What `{{ASKING}}` tells a working agent (implementer or pr-fixer) about asking a person:
+/// `sandcastle ask` always; the `<questions>` signal for work `number` only when `[questions]` is
+/// on, since otherwise nothing would wait for the answer.
+pub fn asking(questions_enabled: bool, number: u64) -> String {
+    let ask = include_str!("../../../prompts/asking.md").trim_end();
+    if !questions_enabled {
+        return ask.to_string();
+    }
+    let number = number.to_string();
+    let signal = fill(include_str!("../../../prompts/question-signal.md"), |_| {
+        Ok(number.as_str())
+    })
+    .expect("the question signal's only placeholder is {{NUMBER}}");
+    format!("{ask}\n\n{}", signal.trim_end())
+}
+
 /// The built-in text of a prompt and the placeholders it may use besides `COMMON`.
 fn builtin(name: &str) -> Option<(&'static str, &'static [&'static str])> {
     Some(match name {
@@ -158,6 +174,7 @@ fn builtin(name: &str) -> Option<(&'static str, &'static [&'static str])> {
                 "BASE_BRANCH",
                 "ITERATION",
                 "MAX_ITERATIONS",
+                "ASKING",
             ],
         ),
         "review" => (
@@ -172,7 +189,14 @@ fn builtin(name: &str) -> Option<(&'static str, &'static [&'static str])> {
         ),
         "pr-fixer" => (
             include_str!("../../../prompts/pr-fixer.md"),
-            &["PR_NUMBER", "PR_TITLE", "BRANCH", "BASE_BRANCH", "REVIEWS"],
+            &[
+                "PR_NUMBER",
+                "PR_TITLE",
+                "BRANCH",
+                "BASE_BRANCH",
+                "REVIEWS",
+                "ASKING",
+            ],
         ),
         "keep-green" => (
             include_str!("../../../prompts/keep-green.md"),
@@ -406,6 +430,42 @@ mod tests {
                 .0
                 .contains("\n@.sandcastle/CODING_STANDARDS.md\n")
         );
+    }
+
+    /// The working roles are told how to ask a person: `sandcastle ask` always, the `<questions>`
+    /// signal (with this work's number) only when `[questions]` is on.
+    #[test]
+    fn working_roles_are_told_how_to_ask_and_the_signal_only_when_questions_are_on() {
+        let dir = no_project();
+        for (name, number_key) in [("implement", "ISSUE_NUMBER"), ("pr-fixer", "PR_NUMBER")] {
+            for enabled in [false, true] {
+                let mut vars = all_vars(name);
+                for (key, value) in &mut vars {
+                    match *key {
+                        "ASKING" => *value = asking(enabled, 17),
+                        key if key == number_key => *value = "17".into(),
+                        _ => {}
+                    }
+                }
+                let text = render(dir.path(), name, &as_refs(&vars)).unwrap();
+                assert!(
+                    text.contains("## When a person's answer can wait: ask without stopping")
+                        && text.contains("sandcastle ask --kind decision --title")
+                        && text.contains("The `ask` tool of the `sandcastle` MCP server"),
+                    "{name}: the ask command and the tool"
+                );
+                assert_eq!(
+                    text.contains("## When you need a person's decision before you can go on"),
+                    enabled,
+                    "{name}, questions enabled: {enabled}"
+                );
+                assert_eq!(
+                    text.contains("<questions issueNumber=\"17\">"),
+                    enabled,
+                    "{name}: the signal names this work's number"
+                );
+            }
+        }
     }
 
     /// An answer or an assessor's point that imitates the prompt or closes a fence stays inside

@@ -367,6 +367,15 @@ mod tests {
             Duration::from_secs(1),
         );
         report.set_outcome("issue #1", "pull request #3");
+        let asked_at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        report.record_ask(
+            "issue #1",
+            Asked {
+                id: "ask-1/1".into(),
+                asked_at,
+                answered_at: None,
+            },
+        );
         report.set_outcome("issue #2", "failed: the key sk-report-secret was refused");
         assert_eq!(report.cost("issue #1"), 0.875);
 
@@ -383,6 +392,10 @@ mod tests {
         assert_eq!(first["outcome"], "pull request #3");
         assert_eq!(first["roles"]["implementer"]["iterations"], 2);
         assert_eq!(first["roles"]["implementer"]["usage"]["input_tokens"], 150);
+        assert_eq!(
+            first["asks"],
+            serde_json::json!([{"id": "ask-1/1", "askedAt": asked_at.to_string(), "answeredAt": null}])
+        );
         assert_eq!(
             json["work"][1]["outcome"],
             "failed: the key [redacted] was refused"

@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 /// asked (`clarify.rs`): CI fails fast instead of hanging.
 const UNCLEAR: u8 = 3;
 
+/// Exit status of a `run --once` or `run --issue` whose pass saw a question time out (and no work
+/// fail): the question still waits, and a script can tell that from a pass that did its work.
+const QUESTION_TIMED_OUT: u8 = 4;
+
 pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Result<ExitCode> {
     let settings = Settings::load(project)?;
     let _lock = RunLock::acquire(&project.join(".sandcastle/logs/run.lock"))?;
@@ -34,6 +38,7 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
     stop_on_signal(Arc::clone(&ctx))?;
 
     let mut failed = false;
+    let mut timed_out = false;
     loop {
         ctx.progress.note("pass: looking for work");
         let pass = run_pass(&ctx, only_issue);
@@ -55,6 +60,7 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
             }
         };
         failed |= summary.failed > 0;
+        timed_out |= summary.timed_out > 0;
         if !summary.unclear.is_empty() {
             finish(&ctx);
             for guidance in &summary.unclear {
@@ -100,6 +106,8 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
     finish(&ctx);
     Ok(if failed {
         ExitCode::FAILURE
+    } else if timed_out && single_pass {
+        ExitCode::from(QUESTION_TIMED_OUT)
     } else {
         ExitCode::SUCCESS
     })

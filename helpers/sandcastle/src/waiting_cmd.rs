@@ -29,7 +29,9 @@ pub fn list(project: &Path) -> Result<ExitCode> {
         let Some(question) = &state.waiting else {
             continue;
         };
-        let number = state.slug.trim_start_matches("issue-");
+        let Some(number) = WorkKey::from_slug(&state.slug).and_then(WorkKey::number) else {
+            continue;
+        };
         let age = age(question.asked_at);
         let channels: Vec<String> = question.channels.iter().map(|c| c.to_string()).collect();
         let through = match channels.is_empty() {
@@ -93,15 +95,16 @@ pub fn list(project: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Leaves `text` as the answer to issue `number`'s waiting question.
+/// Leaves `text` as the answer to the question waiting on issue or pull request `number`.
 pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
-    let slug = format!("issue-{number}");
-    let state = WorkState::load(&state_dir(project), &slug)?;
-    let Some(waiting) = state
-        .as_ref()
-        .filter(|s| s.phase == Phase::Waiting)
-        .and_then(|s| s.waiting.as_ref())
-    else {
+    let mut waiting_states = Vec::new();
+    for key in [WorkKey::Issue(number), WorkKey::Pull(number)] {
+        waiting_states.extend(
+            WorkState::load(&state_dir(project), &key.slug())?
+                .filter(|s| s.phase == Phase::Waiting),
+        );
+    }
+    let Some(waiting) = waiting_states.first().and_then(|s| s.waiting.as_ref()) else {
         bail!(
             "issue #{number} has no question waiting: `sandcastle questions` lists those that do"
         );

@@ -4,7 +4,7 @@
 use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut};
 use crate::checkout;
 use crate::context::Context;
-use crate::driver::{Sandboxed, Turn};
+use crate::driver::{Relayed, Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
 use crate::git::{Imported, WorkRepo};
 use crate::hand_out::{self, Commits};
@@ -101,7 +101,7 @@ impl<'a> WorkSandbox<'a> {
 
 impl Sandboxed for WorkSandbox<'_> {
     /// One agent run, shown live and tallied.
-    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome> {
+    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome> {
         let ctx = self.ctx;
         let key = self.key.to_string();
         let mut status = Status {
@@ -129,6 +129,7 @@ impl Sandboxed for WorkSandbox<'_> {
             prompt: turn.prompt,
             resume: turn.resume,
             idle_timeout: ctx.config.idle_timeout,
+            time_limit: turn.time_limit,
             exit_grace: EXIT_GRACE,
             log_dir: &log_dir,
             iteration: turn.iteration,
@@ -143,6 +144,7 @@ impl Sandboxed for WorkSandbox<'_> {
             match event {
                 AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
                 AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
+                AgentEvent::Ask(ask) => relayed(ask),
             }
             ctx.progress.update(&status);
         })?;

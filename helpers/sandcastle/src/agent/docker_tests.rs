@@ -37,6 +37,7 @@ fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun
         prompt,
         resume: None,
         idle_timeout: Duration::from_secs(60),
+        time_limit: None,
         exit_grace: Duration::from_secs(5),
         log_dir,
         iteration,
@@ -104,6 +105,7 @@ fn an_iteration_that_commits_and_completes() {
     let outcome = super::run(&sandbox, &agent, &redactor(), &mut |event| match event {
         AgentEvent::ToolCall(call) => calls.push(call.to_string()),
         AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
+        AgentEvent::Ask(_) => panic!("this turn asks nothing"),
     })
     .unwrap();
 

@@ -49,7 +49,7 @@ pub fn answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Optio
             }
             Err(why) => {
                 ctx.progress.note(&format!(
-                    "issue #{number}: ignored the reply of {} (comment {}): {why}",
+                    "#{number}: ignored the reply of {} (comment {}): {why}",
                     comment.author, comment.id
                 ));
                 waiting.ignored.push(comment.id);

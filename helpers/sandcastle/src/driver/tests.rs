@@ -157,7 +157,7 @@ impl<'r> Script<'r> {
 }
 
 impl Sandboxed for Script<'_> {
-    fn turn(&mut self, turn: &Turn) -> Result<AgentOutcome> {
+    fn turn(&mut self, turn: &Turn, _: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome> {
         // A script that runs dry is a sandbox that went away: the machinery broke.
         let Some(next) = self.turns.pop_front() else {
             anyhow::bail!("the scripted sandbox is gone");
@@ -724,7 +724,7 @@ fn drive_clarifying(
 
 #[test]
 fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn() {
-    let w = world("");
+    let w = world("[clarify]\n");
     let asked = &drive_clarifying(
         &w,
         None,

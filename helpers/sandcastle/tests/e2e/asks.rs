@@ -62,6 +62,19 @@ fn ask_comments(h: &Harness, issue: u64) -> Vec<String> {
         .collect()
 }
 
+/// The comment shows [`ask_decision`]'s ask: its kind, title, details and numbered options.
+fn shows_the_decision(comment: &str) {
+    for expected in [
+        "asks for a **decision** and goes on working meanwhile",
+        "### Which driver?",
+        "The pool needs one.",
+        "1. **pg**: PostgreSQL client (the agent's recommendation)",
+        "2. **mysql2**: MySQL client",
+    ] {
+        assert!(comment.contains(expected), "{expected:?} in {comment}");
+    }
+}
+
 fn state(h: &Harness, slug: &str) -> Value {
     let path = h
         .project()
@@ -99,16 +112,8 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     ]);
     let asks = ask_comments(&h, issue);
     assert_eq!(asks.len(), 1, "published while the agent works: {asks:?}");
-    for expected in [
-        "asks for a **decision** and goes on working meanwhile",
-        "### Which driver?",
-        "The pool needs one.",
-        "1. **pg**: PostgreSQL client (the agent's recommendation)",
-        "2. **mysql2**: MySQL client",
-        "`close` to close this ask",
-    ] {
-        assert!(asks[0].contains(expected), "{expected:?} in {}", asks[0]);
-    }
+    shows_the_decision(&asks[0]);
+    assert!(asks[0].contains("`close` to close this ask"), "{}", asks[0]);
     let listed = String::from_utf8_lossy(&h.sandcastle(&["questions"]).stdout).into_owned();
     assert!(
         listed.contains("issue #1 ask (decision, revision 1) \"Which driver?\": asked ")
@@ -157,6 +162,100 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
         "one entry per revision: {report}"
     );
     assert!(asked[0]["answeredAt"].is_string(), "{report}");
+}
+
+/// An ask made mid-turn is on the forge within 2 s of `sandcastle ask` returning, while the turn
+/// still runs (the relay in the agent's own exec hands it out at once); the end of the turn, whose
+/// trailer carries the same outbox, does not publish it again.
+#[test]
+fn an_ask_made_mid_turn_is_on_the_forge_while_the_turn_still_runs() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            json!({"bash": "echo one > one.txt && git add one.txt && git commit -qm 'Part one' \
+                && sandcastle ask --kind ready --title 'Part one is ready' > /dev/null \
+                && touch /tmp/asked && sleep 12", "description": "ask, then work on"}),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let mut run = h.start_until(&["run", "--once"], "/tmp/asked");
+    let asked = std::time::Instant::now();
+    while ask_comments(&h, issue).is_empty() {
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(2),
+            "the ask is not on the forge 2 s after `sandcastle ask` returned"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(run.try_wait().unwrap().is_none(), "the turn still runs");
+    assert!(run.wait().unwrap().success());
+
+    // On the forge's clock: the ask came 10 s and more before the turn ended (the pull request
+    // opens after it).
+    let created = |value: &Value| -> jiff::Timestamp {
+        value["created_at"].as_str().unwrap().parse().unwrap()
+    };
+    let comments = h.get(&format!("/issues/{issue}/comments"));
+    let asks: Vec<&Value> = comments
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["body"].as_str().unwrap().contains("<!-- sandcastle:ask "))
+        .collect();
+    assert_eq!(asks.len(), 1, "published once: {asks:?}");
+    let pull = &h.pulls()[0];
+    let before_the_end = created(pull).duration_since(created(asks[0]));
+    assert!(
+        before_the_end >= jiff::SignedDuration::from_secs(10),
+        "the ask was published {before_the_end} before the pull request"
+    );
+    assert!(
+        asks[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("Part one is ready")
+    );
+    let report = h.last_report();
+    let asked = &report["work"][0]["asks"];
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{report}");
+    assert!(
+        asked[0]["id"].as_str().unwrap().ends_with("/1") && asked[0]["askedAt"].is_string(),
+        "the run report records the ask: {report}"
+    );
+}
+
+/// An ask made through the MCP tool (`sandcastle mcp`, which Claude Code starts from the
+/// `--mcp-config` of each working turn) is published like one made with the command: the same
+/// comment, from the same outbox, checked the same way.
+#[test]
+fn an_ask_through_the_mcp_tool_is_published_like_the_commands() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let ask = json!({"kind": "decision", "title": "Which driver?", "details": "The pool needs one.",
+        "options": ["pg: PostgreSQL client", "mysql2: MySQL client"], "recommended": "pg"});
+    let h = harness(
+        &[
+            json!({"tool": {"name": "mcp__sandcastle__ask", "input": ask}}),
+            json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+            text(&format!("Pool added with pg. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+    let asks = ask_comments(&h, issue);
+    assert_eq!(asks.len(), 1, "{:?}", h.comments_of(issue));
+    shows_the_decision(&asks[0]);
+    let saved = state(&h, "issue-1");
+    assert_eq!(saved["ask"]["ask"]["key"], "issue:1");
+    assert_eq!(saved["ask"]["ask"]["revision"], 1);
+    assert_eq!(h.pulls().len(), 1, "the agent went on to its pull request");
 }
 
 /// (b) A second ask replaces the first: revision 2, the same comment edited.

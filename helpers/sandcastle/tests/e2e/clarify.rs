@@ -246,6 +246,62 @@ fn an_unparsable_assessment_degrades_and_work_starts() {
     );
 }
 
+/// An assessment slower than `[clarify] timeout` is stopped: it is degraded and work starts.
+#[test]
+fn a_slow_assessment_is_cut_at_the_timeout_and_work_starts() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let slow = json!({"text": "Thinking.", "delay_seconds": 60});
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            assessor("# Role: assessor", slow, vec![]),
+            json!({"match": "# Role: implementer", "turns": implementing()}),
+        ]),
+        &format!("{CLARIFY}timeout = \"3s\"\n"),
+    );
+    let issue = h.create_issue("Server", "Make a server.", &["ready-for-agent"]);
+    let started = std::time::Instant::now();
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the run did not wait for the slow assessor"
+    );
+    let report = h.last_report().to_string();
+    assert!(
+        report.contains("took longer than 3s and was stopped"),
+        "{report}"
+    );
+    assert!(h.comments_of(issue).is_empty());
+    assert!(
+        h.only_pull_body()
+            .contains("The clarification was degraded")
+    );
+}
+
+/// The assessor runs with `--max-turns 3`: one that keeps calling a tool it does not have is
+/// stopped after its third request, and the assessment is degraded.
+#[test]
+fn the_assessor_gets_at_most_three_turns() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = clarifying(vec![
+        json!({"match": "# Role: assessor", "without_tools": true, "repeat_last": true,
+               "turns": [{"bash": "true", "description": "look around"}]}),
+        json!({"match": "# Role: implementer", "turns": implementing()}),
+    ]);
+    h.create_issue("Server", "Make a server.", &["ready-for-agent"]);
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    assert_eq!(assessments(&h).len(), 3, "three turns, no more");
+    let report = h.last_report().to_string();
+    assert!(report.contains("degraded"), "{report}");
+    assert_eq!(h.pulls().len(), 1, "work started");
+}
+
 /// (d) No handler can reach a person: exit status 3, the guidance on stderr, nothing changed on
 /// the forge.
 #[test]

@@ -56,14 +56,11 @@ pub struct Harness {
 impl Harness {
     /// `config` is appended to the generated `.sandcastle/config.toml` (top-level keys first). Without
     /// a `[commands]` table of its own, the gate is `true`: the test image has no cargo. Without a
-    /// `[clarify]` table, issues are not assessed before work (`clarify.rs` tests opt in).
+    /// `[questions]` or `[clarify]` table, nobody is asked (the tests that ask opt in).
     pub fn new(scenario: Value, config: &str) -> Harness {
         let mut defaults = String::new();
         if !config.contains("[commands]") {
             defaults += "[commands]\ncheck = [[\"true\"]]\n";
-        }
-        if !config.contains("[clarify]") {
-            defaults += "[clarify]\nenabled = false\n";
         }
         let forge = FakeForge::start();
         let token = forge.add_user(OWNER);

@@ -270,7 +270,8 @@ fn a_command_line_answer_survives_a_kill_before_delivery() {
     assert_eq!(h.pulls().len(), 1);
 }
 
-/// (c) Nobody answers: the timeout is recorded, said once, and `needs-info` stays.
+/// (c) Nobody answers: the timeout is recorded, said once, and `needs-info` stays; the `--once`
+/// run that saw it exits 4, and `sandcastle questions` shows it timed out.
 #[test]
 fn an_unanswered_question_times_out_once() {
     let Some(_docker) = docker_or_skip() else {
@@ -283,7 +284,18 @@ fn an_unanswered_question_times_out_once() {
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     assert!(h.sandcastle(&["run", "--once"]).status.success());
     std::thread::sleep(std::time::Duration::from_secs(3));
-    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let timed_out = h.sandcastle(&["run", "--once"]);
+    assert_eq!(
+        timed_out.status.code(),
+        Some(4),
+        "a pass that saw a question time out has its own exit status"
+    );
+    let listed = h.sandcastle(&["questions"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("#1 \"Database driver choice\"") && listed.contains("; timed out;"),
+        "{listed}"
+    );
     let report = h.last_report();
     assert!(
         report.to_string().contains("question timed out after 2s"),
@@ -294,6 +306,127 @@ fn an_unanswered_question_times_out_once() {
     assert_eq!(comments.len(), 2, "{comments:?}");
     assert!(comments[1].contains("Nobody answered the agent's question within 2s"));
     assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
+}
+
+/// Asking is opt-in: with no `[questions]` or `[clarify]` table the agent is not taught the
+/// signal, no assessment runs, and a `<questions>` block is just the end of a turn: nothing waits,
+/// nothing is asked on the forge, and the work goes on to its pull request.
+#[test]
+fn without_questions_or_clarify_tables_nothing_waits_and_nothing_is_assessed() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = two_questions_then_done("");
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+    let requests = h.anthropic.requests();
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.prompt.contains("# Role: assessor")),
+        "no assessment"
+    );
+    let first = h.prompts_for_issue(issue);
+    assert!(
+        first[0].contains("sandcastle ask --kind"),
+        "asks are taught"
+    );
+    assert!(
+        !first[0].contains("<questions") && !first[0].contains("a person's decision"),
+        "the question signal is not taught"
+    );
+    assert!(
+        implementer_latest(&h)[1].contains("did not end with <promise>COMPLETE</promise>"),
+        "the block ended a turn like any other"
+    );
+    assert!(
+        h.comments_of(issue).is_empty(),
+        "nothing asked on the forge"
+    );
+    assert!(!h.labels_of(issue).contains(&"needs-info".to_string()));
+    assert_eq!(saved_state(&h)["phase"], "done");
+    assert_eq!(h.pulls().len(), 1);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("questions: the"),
+        "no handler lines: {stderr}"
+    );
+}
+
+/// The pr-fixer asks too: its `<questions>` block (its pull request's number) is one comment on the
+/// pull request; a maintainer's reply there is its next prompt, and the rework is published.
+#[test]
+fn a_pr_fixers_question_round_trips_through_the_forge() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let question = r#"Which one?
+<questions issueNumber="1"><title>Fix or revert</title><question><title>Fix it or revert it?</title>
+<options><option><title>fix</title></option><option><title>revert</title></option></options>
+</question></questions>"#;
+    let h = Harness::new(
+        json!([{"match": "# Role: pull-request fixer", "turns": [
+            {"text": question},
+            {"bash": "echo fix > fix.txt && git add fix.txt && git commit -qm 'Fix it'", "description": "commit"},
+            {"text": format!("Fixed as asked. {COMPLETE}")}]}]),
+        FAST,
+    );
+    let pull = h.sent_back_pull(
+        "sandcastle/issue-4",
+        "dave",
+        json!({"event": "REQUEST_CHANGES", "body": "Fix it."}),
+    );
+    assert_eq!(
+        pull, 1,
+        "the pull request's number is the one the script asks with"
+    );
+    let draft = h.remote_log("sandcastle/issue-4");
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let prompt = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .find(|r| r.prompt.contains("# Role: pull-request fixer"))
+        .unwrap()
+        .prompt;
+    assert!(
+        prompt.contains("<questions issueNumber=\"1\">"),
+        "taught, with its number"
+    );
+    let comments = h.comments_of(pull);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(comments[0].contains("Fix it or revert it?"), "{comments:?}");
+    assert!(h.labels_of(pull).contains(&"needs-info".to_string()));
+    assert_eq!(
+        h.remote_log("sandcastle/issue-4"),
+        draft,
+        "nothing pushed yet"
+    );
+
+    h.outsider_then_writer_reply(pull, "2", "1: fix it");
+    std::thread::sleep(std::time::Duration::from_secs(1)); // pollBackoff
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+    let latest: Vec<String> = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt.contains("# Role: pull-request fixer"))
+        .map(|r| r.latest)
+        .collect();
+    assert!(
+        latest
+            .iter()
+            .any(|l| l.contains("carol answered through the forge at")
+                && l.contains("Chosen: option 1, \"fix\".")),
+        "{latest:?}"
+    );
+    assert_eq!(
+        h.remote_log("sandcastle/issue-4")
+            .first()
+            .map(String::as_str),
+        Some("Fix it")
+    );
+    assert!(!h.labels_of(pull).contains(&"needs-info".to_string()));
 }
 
 /// (d) An unusable block gets one correction turn naming the problem; a second ends the work.
@@ -311,7 +444,7 @@ fn a_malformed_block_gets_one_correction_then_the_error() {
                 &[json!({"text": "<questions issueNumber=\"1\"><title></title></questions>"})]
             )
         ]),
-        "",
+        "[questions]\n",
     );
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
     assert!(h.sandcastle(&["run", "--once"]).status.success());
