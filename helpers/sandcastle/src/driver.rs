@@ -511,6 +511,7 @@ fn run_gate(
     state.gate_runs += 1;
     let gate = sandbox.gate()?;
     state.gate_passed = Some(gate.passed);
+    state.gate_commit = gate.commit.clone();
     Ok(gate)
 }
 

@@ -1,6 +1,8 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
-//! with the agent's checkout of the work branch made inside it, in which agent turns and the gate
-//! run and from which the commits come out. Removed when dropped (on success, error or panic).
+//! with the agent's checkout of the work branch made inside it, in which agent turns run and from
+//! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
+//! the tip the host took in, sharing with earlier gates only a build cache the agent never sees.
+//! Removed when dropped (on success, error or panic), the cache volume too.
 use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut};
 use crate::checkout;
 use crate::context::Context;
@@ -11,7 +13,7 @@ use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
 use crate::role::WorkKey;
-use crate::sandbox::{Sandbox, SandboxSpec};
+use crate::sandbox::{self, Sandbox, SandboxSpec};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,6 +39,8 @@ pub struct WorkSandbox<'a> {
     /// The work branch's tip as this sandbox last brought it in (only taking the commits moves
     /// it); `None`: ask the repository.
     tip: Option<String>,
+    /// The gate's build cache volume, once a gate created it.
+    gate_cache: Option<String>,
 }
 
 /// A turn's hand-out of the checkout: the commits since `known_tip`, held in `file`.
@@ -58,6 +62,7 @@ impl<'a> WorkSandbox<'a> {
             handed_out: None,
             handed_ask: None,
             tip: None,
+            gate_cache: None,
         }
     }
 
@@ -71,24 +76,38 @@ impl<'a> WorkSandbox<'a> {
         &self.log_dir
     }
 
+    /// The limits and wiring every container of this work gets.
+    fn spec<'s>(&self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
+    where
+        'a: 's,
+    {
+        let ctx = self.ctx;
+        let limits = &ctx.config.sandbox;
+        SandboxSpec {
+            image: &ctx.config.image_name,
+            run_id: &ctx.run_id,
+            project: &ctx.project,
+            key,
+            network: &limits.network,
+            memory: &limits.memory,
+            pids_limit: limits.pids_limit,
+            mounts: &limits.mounts,
+            env,
+            tea: None,
+            volume: None,
+        }
+    }
+
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
             let tea = ctx.tea_login();
-            let limits = &ctx.config.sandbox;
+            let key = self.key.slug();
             let spec = SandboxSpec {
-                image: &ctx.config.image_name,
-                run_id: &ctx.run_id,
-                project: &ctx.project,
-                key: &self.key.slug(),
-                network: &limits.network,
-                memory: &limits.memory,
-                pids_limit: limits.pids_limit,
-                mounts: &limits.mounts,
-                env: &env,
                 tea: tea.as_ref(),
+                ..self.spec(&key, &env)
             };
             let sandbox = Sandbox::start(&spec)?;
             // Dropped (and so removed) if the checkout cannot be made.
@@ -157,16 +176,51 @@ impl Sandboxed for WorkSandbox<'_> {
         Ok(outcome)
     }
 
+    /// The tip the host took in, checked in a fresh container from the image: a checkout made
+    /// from the work repository, a fresh `$HOME`, nothing the agent's container wrote; only the
+    /// work's build cache volume carries over from earlier gates.
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
-        self.handed_out = None;
-        let sandbox = self.get()?;
-        let outcome = gate::run(
-            sandbox,
-            &ctx.config.commands.check,
-            ctx.config.idle_timeout,
-            &ctx.redactor,
-        )?;
+        let commit = match &self.tip {
+            Some(tip) => tip.clone(),
+            None => self.repo.tip()?,
+        };
+        let key = format!("{}-gate", self.key.slug());
+        let cache = match &self.gate_cache {
+            Some(cache) => cache.clone(),
+            None => {
+                let name = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
+                sandbox::create_volume(&name, &ctx.run_id, &ctx.project)?;
+                self.gate_cache.insert(name).clone()
+            }
+        };
+        let mut env = ctx.sandbox_env();
+        env.extend(gate::cache_env());
+        let spec = SandboxSpec {
+            volume: Some((&cache, gate::CACHE)),
+            ..self.spec(&key, &env)
+        };
+        let sandbox = Sandbox::start(&spec)?;
+        let outcome = sandbox
+            .open_to_agent(gate::CACHE)
+            .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
+            .and_then(|()| {
+                gate::run(
+                    &sandbox,
+                    &ctx.config.commands.check,
+                    gate::Bounds {
+                        idle: ctx.config.idle_timeout,
+                        step: ctx.config.sandbox.turn_timeout,
+                    },
+                    &ctx.redactor,
+                )
+            });
+        let removed = sandbox.remove();
+        let outcome = GateOutcome {
+            commit: Some(commit),
+            ..outcome?
+        };
+        removed?;
         ctx.report
             .record_gate(&self.key.to_string(), outcome.passed);
         Ok(outcome)
@@ -207,6 +261,9 @@ impl Drop for WorkSandbox<'_> {
     fn drop(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
             let _ = sandbox.remove();
+        }
+        if let Some(cache) = self.gate_cache.take() {
+            let _ = sandbox::remove_volumes(&[&cache]);
         }
     }
 }

@@ -76,6 +76,7 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         mounts: &[],
         env,
         tea: None,
+        volume: None,
     }
 }
 
