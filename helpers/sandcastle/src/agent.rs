@@ -28,6 +28,10 @@ pub const COMPLETION_SIGNAL: &str = "<promise>COMPLETE</promise>";
 /// How much of Claude Code's stderr is kept for an error message.
 const STDERR_TAIL: usize = 4096;
 
+/// The longest stream line taken from a sandbox; a longer one fails the turn, and is never held
+/// whole. Claude Code cuts tool output far below this.
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
 pub struct AgentRun<'a> {
     pub role: Role,
     pub model: &'a str,
@@ -35,6 +39,8 @@ pub struct AgentRun<'a> {
     /// Resume this saved session (its file is copied into the container first).
     pub resume: Option<&'a SavedSession>,
     pub idle_timeout: Duration,
+    /// The longest the turn may run, output or not (`[sandbox] turnTimeout`).
+    pub turn_timeout: Duration,
     /// How long to wait for the process to exit after the result event.
     pub exit_grace: Duration,
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
@@ -178,13 +184,17 @@ pub fn run(
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
+    let turn_ends = Instant::now() + run.turn_timeout;
     let stream_end = loop {
         let wait = match grace_until {
             Some(until) => until.saturating_duration_since(Instant::now()),
-            None => run.idle_timeout,
+            None => run
+                .idle_timeout
+                .min(turn_ends.saturating_duration_since(Instant::now())),
         };
         let line = match pipes.out.recv_timeout(wait) {
             Ok(FromExec::Line(line)) => line,
+            Ok(FromExec::LineTooLong) => break StreamEnd::LineTooLong,
             Ok(FromExec::TrailerBegins) => {
                 // Claude Code is gone and its output over; a large bundle may take a while.
                 grace_until = Some(Instant::now() + HAND_OUT_TIMEOUT);
@@ -193,6 +203,9 @@ pub fn run(
             Ok(FromExec::Trailer(trailer)) => break StreamEnd::HandedOut(trailer),
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
+            }
+            Err(RecvTimeoutError::Timeout) if Instant::now() >= turn_ends => {
+                break StreamEnd::TurnTimeout;
             }
             Err(RecvTimeoutError::Timeout) => break StreamEnd::IdleTimeout,
             Err(RecvTimeoutError::Disconnected) => break StreamEnd::StreamClosed,
@@ -222,7 +235,10 @@ pub fn run(
         StreamEnd::StreamClosed | StreamEnd::HandedOut(_) => {
             wait_or_kill(&mut child, run.exit_grace)
         }
-        StreamEnd::IdleTimeout | StreamEnd::GraceExpired => None,
+        StreamEnd::IdleTimeout
+        | StreamEnd::GraceExpired
+        | StreamEnd::TurnTimeout
+        | StreamEnd::LineTooLong => None,
     };
     if status.is_none() {
         let _ = child.kill();
@@ -237,7 +253,21 @@ pub fn run(
         false => kill_agent_processes(sandbox),
     };
     let stderr = redact.redact(&pipes.finish());
-    let idle_timed_out = matches!(stream_end, StreamEnd::IdleTimeout);
+    let stopped = match stream_end {
+        StreamEnd::IdleTimeout => Some(format!(
+            "gave no output for {} (idleTimeout)",
+            short_duration(run.idle_timeout)
+        )),
+        StreamEnd::TurnTimeout => Some(format!(
+            "ran for {} ([sandbox] turnTimeout)",
+            short_duration(run.turn_timeout)
+        )),
+        StreamEnd::LineTooLong => Some(format!(
+            "printed a stream line longer than {} MiB (the cap on a line from the sandbox)",
+            MAX_LINE_BYTES / (1024 * 1024)
+        )),
+        _ => None,
+    };
     let hand_out = match stream_end {
         StreamEnd::HandedOut(trailer) if quiet => HandOut::Trailer(trailer),
         StreamEnd::StreamClosed if quiet => {
@@ -299,11 +329,10 @@ pub fn run(
             transcript_path.display()
         ));
     }
-    if idle_timed_out {
+    if let Some(why) = stopped {
         return fail(format!(
-            "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
+            "{label} ({}) {why} and was stopped; transcript: {}",
             run.model,
-            short_duration(run.idle_timeout),
             transcript_path.display()
         ));
     }
@@ -361,6 +390,10 @@ enum StreamEnd {
     /// The exec's hand-out trailer came, well-formed or not, and the output is over.
     HandedOut(Result<Trailer, String>),
     IdleTimeout,
+    /// The turn ran for `turn_timeout`.
+    TurnTimeout,
+    /// A line longer than [`MAX_LINE_BYTES`].
+    LineTooLong,
     /// The result came, but the process did not exit in time.
     GraceExpired,
 }
@@ -430,6 +463,8 @@ enum HandOut {
 enum FromExec {
     /// One line of Claude Code's output (lossy UTF-8, without its newline).
     Line(String),
+    /// A line longer than [`MAX_LINE_BYTES`]: the rest of the output is drained unread.
+    LineTooLong,
     /// The hand-out trailer began: Claude Code's output is over.
     TrailerBegins,
     /// The trailer was read to the end of the output.
@@ -512,12 +547,22 @@ fn read_output(
     let mut line = Vec::new();
     loop {
         line.clear();
-        match stdout.read_until(b'\n', &mut line) {
+        // One byte past the cap tells a line at the cap from a longer one.
+        match (&mut stdout)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         if line.last() == Some(&b'\n') {
             line.pop();
+        } else if line.len() > MAX_LINE_BYTES {
+            drop(std::mem::take(&mut line));
+            if sender.send(FromExec::LineTooLong).is_ok() {
+                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+            }
+            return;
         }
         if line == hand_out::MARKER {
             break;

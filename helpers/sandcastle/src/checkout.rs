@@ -104,9 +104,15 @@ pub fn take_handed_out(
     .context(TAKE_FAILED)
 }
 
-/// Whether `file` holds exactly `known_tip`'s id line.
+/// Whether `file` holds exactly `known_tip`'s id line: only that many bytes are read, whatever the
+/// file's size.
 fn unchanged(file: &Path, known_tip: &str) -> bool {
-    std::fs::read(file).is_ok_and(|bytes| bytes == format!("{known_tip}\n").as_bytes())
+    use std::io::Read;
+    let expected = format!("{known_tip}\n");
+    let mut bytes = Vec::with_capacity(expected.len() + 1);
+    std::fs::File::open(file)
+        .and_then(|f| f.take(expected.len() as u64 + 1).read_to_end(&mut bytes))
+        .is_ok_and(|_| bytes == expected.as_bytes())
 }
 
 const TAKE_FAILED: &str = "cannot take the agent's commits out of the sandbox";

@@ -32,6 +32,8 @@ pub struct WorkReport {
     /// Times the orchestrator ran `check` on this work in this run, and whether the last run passed.
     pub gate_runs: u32,
     pub gate_passed: Option<bool>,
+    /// How long each gate run took, its container's start and removal included.
+    pub gate_seconds: Vec<f64>,
     /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
     pub clarification: Option<String>,
     #[serde(skip)]
@@ -80,6 +82,7 @@ impl Report {
             total: RoleTally::default(),
             gate_runs: 0,
             gate_passed: None,
+            gate_seconds: Vec::new(),
             clarification: None,
             started: Some(Instant::now()),
             duration_seconds: 0.0,
@@ -115,10 +118,11 @@ impl Report {
     }
 
     /// One run of the gate on `key`.
-    pub fn record_gate(&self, key: &str, passed: bool) {
+    pub fn record_gate(&self, key: &str, passed: bool, took: Duration) {
         self.with_work(key, |work| {
             work.gate_runs += 1;
             work.gate_passed = Some(passed);
+            work.gate_seconds.push(took.as_secs_f64());
         });
     }
 

@@ -148,6 +148,7 @@ impl Sandboxed for WorkSandbox<'_> {
             prompt: turn.prompt,
             resume: turn.resume,
             idle_timeout: ctx.config.idle_timeout,
+            turn_timeout: ctx.config.sandbox.turn_timeout,
             exit_grace: EXIT_GRACE,
             log_dir: &log_dir,
             iteration: turn.iteration,
@@ -185,6 +186,7 @@ impl Sandboxed for WorkSandbox<'_> {
             Some(tip) => tip.clone(),
             None => self.repo.tip()?,
         };
+        let started = Instant::now();
         let key = format!("{}-gate", self.key.slug());
         let cache = match &self.gate_cache {
             Some(cache) => cache.clone(),
@@ -222,7 +224,7 @@ impl Sandboxed for WorkSandbox<'_> {
         };
         removed?;
         ctx.report
-            .record_gate(&self.key.to_string(), outcome.passed);
+            .record_gate(&self.key.to_string(), outcome.passed, started.elapsed());
         Ok(outcome)
     }
 

@@ -37,6 +37,7 @@ fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun
         prompt,
         resume: None,
         idle_timeout: Duration::from_secs(60),
+        turn_timeout: Duration::from_secs(600),
         exit_grace: Duration::from_secs(5),
         log_dir,
         iteration,

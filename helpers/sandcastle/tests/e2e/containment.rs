@@ -121,3 +121,119 @@ fn a_runner_planted_in_home_does_not_pass_the_gate() {
         r#"mkdir -p ~/.cargo && printf '[target.x86_64-unknown-linux-gnu]\nrunner = "true"\n' > ~/.cargo/config.toml && echo planted"#,
     );
 }
+
+/// Runs `sandcastle run --issue 1` to its end, reading its own peak memory (VmHWM, the kernel's
+/// high-water mark of resident memory) as it goes: (whether it succeeded, stderr, peak KiB).
+fn run_measuring_memory(h: &Harness) -> (bool, String, u64) {
+    let stderr_file = tempfile::NamedTempFile::new().unwrap();
+    let mut child = h
+        .command(&["run", "--issue", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr_file.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let high = std::fs::read_to_string(&status_path)
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0);
+        peak = peak.max(high);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(stderr_file.path()).unwrap();
+    eprintln!("--- sandcastle run: {status}; peak {peak} KiB\n{stderr}");
+    (status.success(), stderr, peak)
+}
+
+/// The most host memory a run that is flooded may take (the sandcastle process alone).
+const MEMORY_BOUND_KIB: u64 = 160 * 1024;
+
+/// One line of 512 MiB written into the exec's output: the host stops reading at the cap, the turn
+/// fails with one line naming it, the next iteration publishes, and the host never held the line.
+#[test]
+fn a_512_mib_line_fails_the_turn_with_bounded_memory() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    // Into the output of the exec's shell (the process whose command line holds the trailer's
+    // marker), once.
+    let flood = "[ -e /tmp/flooded ] && exit 0; touch /tmp/flooded; \
+        for p in /proc/[0-9]*; do grep -qas 'sandcastle-hand-out[ ]1' $p/cmdline \
+        && { head -c 536870912 /dev/zero | tr '\\0' x > $p/fd/1; echo flooded; break; }; done";
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": [
+            commit("work.txt", "Work"),
+            {"bash": flood, "description": "flood"},
+            {"text": format!("Done. {COMPLETE}")}]}]),
+        "",
+    );
+    h.create_issue("The work", "Do the work.", &["ready-for-agent"]);
+
+    let (succeeded, stderr, peak) = run_measuring_memory(&h);
+
+    assert!(succeeded, "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("8 MiB")).collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("implementer iteration 1/5 failed: implementer iteration 1 (claude-sonnet-4-6) printed a stream line longer than 8 MiB (the cap on a line from the sandbox) and was stopped"),
+        "{}",
+        said[0]
+    );
+    assert!(peak < MEMORY_BOUND_KIB, "the host took {peak} KiB");
+    assert_eq!(h.remote_log("sandcastle/issue-1")[0], "Work");
+    assert!(h.containers().is_empty());
+}
+
+/// A turn that never ends (a tool call that never returns, quiet for less than idleTimeout at a
+/// time would do the same): stopped at `[sandbox] turnTimeout` with one line saying so.
+#[test]
+fn a_never_ending_turn_is_stopped_at_the_turn_timeout() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"bash": "[ -e /tmp/looped ] && exit 0; touch /tmp/looped; sleep 100000", "description": "loop"},
+            commit("work.txt", "Work"),
+            {"text": format!("Done. {COMPLETE}")}]}]),
+        "",
+    );
+    let config = h.project().join(".sandcastle/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("pidsLimit = 512", "pidsLimit = 512\nturnTimeout = \"15s\""),
+    )
+    .unwrap();
+    h.create_issue("The work", "Do the work.", &["ready-for-agent"]);
+
+    let started = std::time::Instant::now();
+    let (succeeded, stderr, peak) = run_measuring_memory(&h);
+
+    assert!(succeeded, "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("turnTimeout"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("implementer iteration 1/5 failed: implementer iteration 1 (claude-sonnet-4-6) ran for 15s ([sandbox] turnTimeout) and was stopped"),
+        "{}",
+        said[0]
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(85),
+        "stopped by turnTimeout, not idleTimeout (90s)"
+    );
+    assert!(peak < MEMORY_BOUND_KIB, "the host took {peak} KiB");
+    assert_eq!(h.remote_log("sandcastle/issue-1")[0], "Work");
+}
