@@ -450,10 +450,10 @@ def gate_cost(work, docker, image, runs, logs):
     sysroot = sh("rustc", "--print", "sysroot").strip()
     mounts = [f"{Path(sysroot).resolve()}:/opt/rust"]
     crate = gate_crate(work)
-    # The seed leaves the project's history at some commits; each iteration adds one. The check
-    # fails until the second iteration's commit is there.
+    # The stand-in agent commits once per turn (the assessor's included): the check fails on the
+    # first implementer turn's commits (two) and passes on the second's (three).
     build = ('[["sh", "-c", "PATH=/opt/rust/bin:$PATH cargo build --offline -q && '
-             'test $(git rev-list --count HEAD) -ge $(($(git rev-list --count origin/main) + 2))"]]')
+             'test $(git rev-list --count origin/main..HEAD) -ge 3"]]')
     empty, cold, warm = [], [], []
     for i in range(runs):
         print(f"bench: gate run {i + 1}/{runs}", flush=True)

@@ -275,17 +275,17 @@ pub fn run(
         }
         _ => HandOut::Separately,
     };
-    // The session Claude Code named, else the one the host asked for.
-    let named = seen.session_id.as_deref().unwrap_or(&session_id);
+    // Only the session the host named for this turn is ever taken: a stream naming another (a
+    // forged `init` or `result` event) changes nothing, so it can never overwrite the saved copy of
+    // another role's session.
     let session = match &hand_out {
         HandOut::Trailer(Err(_)) => None,
-        HandOut::Trailer(Ok(trailer)) if named == session_id => trailer
+        HandOut::Trailer(Ok(trailer)) => trailer
             .session
             .then(|| keep_session(&session_id, &handed_session, &sessions_dir, redact))
             .flatten(),
-        // The host gave up on the exec, or Claude Code named another session than the one asked
-        // for: that one is read out on its own.
-        _ => save_session(sandbox, named, &sessions_dir, redact),
+        // The host gave up on the exec: the session is read out on its own.
+        HandOut::Separately => save_session(sandbox, &session_id, &sessions_dir, redact),
     };
     let _ = std::fs::remove_file(&handed_session);
     if let (Ok(()), Some(saved)) = (&killed, &session) {
@@ -398,10 +398,10 @@ enum StreamEnd {
     GraceExpired,
 }
 
-/// What the stream said so far (texts redacted).
+/// What the stream said so far (texts redacted). The session ids it names are not kept: the host
+/// names the session.
 #[derive(Default)]
 struct Seen {
-    session_id: Option<String>,
     result: Option<FinalResult>,
 }
 
@@ -415,9 +415,6 @@ struct FinalResult {
 impl Seen {
     fn take(&mut self, event: Event, redact: &Redactor, on_event: &mut dyn FnMut(AgentEvent)) {
         match event {
-            Event::Init { session_id, .. } if is_session_id(&session_id) => {
-                self.session_id = Some(session_id);
-            }
             Event::ToolUse { name, summary } => {
                 let call = if summary.is_empty() {
                     name
@@ -431,12 +428,9 @@ impl Seen {
                 is_error,
                 subtype,
                 text,
-                session_id,
                 usage,
+                ..
             } => {
-                if is_session_id(&session_id) {
-                    self.session_id = Some(session_id);
-                }
                 on_event(AgentEvent::Usage(&usage));
                 self.result = Some(FinalResult {
                     is_error,
@@ -763,15 +757,6 @@ mod tests {
         ] {
             assert!(!is_session_id(hostile), "{hostile}");
         }
-        let redact = Redactor::new(&crate::secrets::EnvFile::default());
-        let mut seen = Seen::default();
-        for line in [
-            r#"{"type":"system","subtype":"init","session_id":"../../etc/passwd","model":"m"}"#,
-            r#"{"type":"result","subtype":"success","is_error":false,"result":"x","session_id":"/root/.ssh/id_rsa"}"#,
-        ] {
-            seen.take(parse_line(line), &redact, &mut |_| {});
-        }
-        assert_eq!(seen.session_id, None);
     }
 
     #[test]
@@ -851,10 +836,6 @@ mod tests {
                 AgentEvent::Usage(usage) => costs.push(usage.cost_usd),
             });
         }
-        assert_eq!(
-            seen.session_id.as_deref(),
-            Some("3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b")
-        );
         assert_eq!(calls, ["Bash: echo [redacted]"]);
         assert_eq!(costs, [0.25]);
         assert_eq!(seen.result.unwrap().text, "done [redacted]");

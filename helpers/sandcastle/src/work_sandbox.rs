@@ -12,7 +12,7 @@ use crate::git::WorkRepo;
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
-use crate::role::WorkKey;
+use crate::role::{Role, WorkKey};
 use crate::sandbox::{self, Sandbox, SandboxSpec};
 use anyhow::Result;
 use std::path::PathBuf;
@@ -41,6 +41,8 @@ pub struct WorkSandbox<'a> {
     tip: Option<String>,
     /// The gate's build cache volume, once a gate created it.
     gate_cache: Option<String>,
+    /// The role with tools whose turns ran in `sandbox`: another such role gets a fresh one.
+    written_by: Option<Role>,
 }
 
 /// A turn's hand-out of the checkout: the commits since `known_tip`, held in `file`.
@@ -63,6 +65,7 @@ impl<'a> WorkSandbox<'a> {
             handed_ask: None,
             tip: None,
             gate_cache: None,
+            written_by: None,
         }
     }
 
@@ -158,6 +161,17 @@ impl Sandboxed for WorkSandbox<'_> {
             },
         };
         let started = Instant::now();
+        // Roles do not share a container: nothing one wrote (its `$HOME`, its sessions, files it
+        // left uncommitted) reaches another but through the commits the host took in.
+        let writes = turn.role.max_turns().is_none();
+        if self.written_by.is_some_and(|role| role != turn.role)
+            && let Some(sandbox) = self.sandbox.take()
+        {
+            sandbox.remove()?;
+        }
+        if writes {
+            self.written_by = Some(turn.role);
+        }
         let sandbox = self.get()?;
         let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
             match event {
