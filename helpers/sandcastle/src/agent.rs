@@ -140,8 +140,15 @@ pub fn run(
         ),
     };
     let session_in_container = session_path_in_container(&session_id);
+    // The end of Claude Code's output is marked with a word only the host and the exec's shell
+    // know: it comes in on stdin, never in an argument or a variable.
+    let marker = format!(
+        "{} {}",
+        String::from_utf8_lossy(hand_out::MARKER),
+        uuid::Uuid::new_v4().simple()
+    );
     let mut argv = vec![
-        "sh",
+        crate::sandbox::PROTECTED_SH,
         "-c",
         RUN_AGENT,
         "sh",
@@ -180,7 +187,8 @@ pub fn run(
         max_commits: checkout::MAX_BUNDLE_BYTES,
         max_ask: crate::outbox::MAX_ASK_BYTES,
     };
-    let pipes = Pipes::start(&mut child, run.prompt.to_string(), destination);
+    let input = format!("{marker}\n{}", run.prompt);
+    let pipes = Pipes::start(&mut child, input, marker.into_bytes(), destination);
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
@@ -476,19 +484,19 @@ struct Pipes {
 }
 
 impl Pipes {
-    fn start(child: &mut Child, prompt: String, hand_out_to: Destination) -> Pipes {
+    fn start(child: &mut Child, input: String, marker: Vec<u8>, hand_out_to: Destination) -> Pipes {
         let (sender, out) = mpsc::channel();
         let mut threads = Vec::new();
         if let Some(mut stdin) = child.stdin.take() {
             // A process that dies before reading everything makes this write fail; its exit is
             // what gets reported, not the broken pipe.
             threads.push(thread::spawn(move || {
-                let _ = stdin.write_all(prompt.as_bytes());
+                let _ = stdin.write_all(input.as_bytes());
             }));
         }
         if let Some(stdout) = child.stdout.take() {
             threads.push(thread::spawn(move || {
-                read_output(BufReader::new(stdout), &hand_out_to, &sender);
+                read_output(BufReader::new(stdout), &marker, &hand_out_to, &sender);
             }));
         }
         let stderr = child.stderr.take();
@@ -531,10 +539,12 @@ impl Pipes {
     }
 }
 
-/// Claude Code's lines, then, from the marker on, the hand-out trailer, read to the end of the
-/// output. A trailer that does not parse has the rest of the output drained, so the exec can end.
+/// Claude Code's lines, then, from the marker on (the host's own line for this turn, which the
+/// agent does not know), the hand-out trailer, read to the end of the output. A trailer that does not
+/// parse has the rest of the output drained, so the exec can end.
 fn read_output(
     mut stdout: impl BufRead,
+    marker: &[u8],
     hand_out_to: &Destination,
     sender: &mpsc::Sender<FromExec>,
 ) {
@@ -558,7 +568,7 @@ fn read_output(
             }
             return;
         }
-        if line == hand_out::MARKER {
+        if line == marker {
             break;
         }
         // The exec puts a newline before the marker, in case Claude Code's output lacked one.
@@ -607,13 +617,14 @@ const KILL_AGENT_PROCESSES: &str = concat!(
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 const AGENT_STATUS_MAX: i32 = 125;
 
-/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code, then, once it
-/// has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…` with the turn's marker
+/// line, then the prompt, on stdin: the marker read (a byte at a time, so Claude Code gets the rest),
+/// Claude Code, then, once it has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
 /// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
 /// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
 /// trailer, when it could not.
 const RUN_AGENT: &str = concat!(
-    "session=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
+    "IFS= read -r marker || exit 126\nsession=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
     "\"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
     include_str!("agent/kill_agent_processes.sh"),
     include_str!("agent/hand_out.sh")

@@ -20,8 +20,19 @@ pub const PROJECT_LABEL: &str = "sandcastle.project";
 /// The docker label naming the host the run lives on: its pid (the run id's end) means something
 /// only there.
 pub const HOST_LABEL: &str = "sandcastle.host";
-/// The user agents run as (uid 1000 in the image).
+/// The user agents run as (uid 1000 in the image). The container's own process runs as root
+/// (with no capability), so no agent process can signal, trace or read it.
 const AGENT_USER: &str = "agent";
+/// A copy of the image's `sh` that the agent user may run but not read, made at start: a process
+/// that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace it,
+/// read its memory or open its files through `/proc`. The agent's turn runs in it.
+pub const PROTECTED_SH: &str = "/usr/local/libexec/sandcastle-sh";
+/// Makes [`PROTECTED_SH`], as root (the owner of `/usr/local`, so no capability is needed).
+const MAKE_PROTECTED_SH: &str = r#"set -e
+mkdir -p /usr/local/libexec
+cp "$(command -v sh)" "$1.new"
+chmod 0111 "$1.new"
+mv -f "$1.new" "$1""#;
 /// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest moving a file into or out of a sandbox may take.
@@ -79,9 +90,27 @@ impl Sandbox {
             id,
             env: spec.env.to_vec(),
         };
-        if let Some(tea) = spec.tea
-            && let Err(error) = sandbox.configure_tea(tea)
-        {
+        let protected = output(
+            Command::new("docker")
+                .args([
+                    "exec",
+                    "-u",
+                    "0",
+                    &sandbox.id,
+                    "sh",
+                    "-c",
+                    MAKE_PROTECTED_SH,
+                ])
+                .args(["sh", PROTECTED_SH])
+                .stdin(Stdio::null()),
+            "docker exec (the agent's protected shell)",
+        );
+        let configured = match (protected, spec.tea) {
+            (Err(error), _) => Err(error),
+            (Ok(_), Some(tea)) => sandbox.configure_tea(tea),
+            (Ok(_), None) => Ok(()),
+        };
+        if let Err(error) = configured {
             // Best effort: the error that matters is the one above.
             let _ = output(
                 Command::new("docker").args(["rm", "-f", &sandbox.id]),
@@ -251,6 +280,9 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         format!("{HOST_LABEL}={}", host_name()),
         // An init reaps the orphans the agent leaves, so zombies do not count against the pids limit.
         "--init".into(),
+        // The container's own processes are root's, with no capability: every exec names the agent.
+        "--user".into(),
+        "0:0".into(),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),

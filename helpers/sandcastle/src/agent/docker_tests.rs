@@ -475,9 +475,19 @@ fn commits_after_a_quiet_turn(sandbox: &Sandbox, known: &str, dir: &Path) -> Vec
         crate::ask::OUTBOX,
         "true",
     ];
-    let out = sandbox.exec_command(&argv).output().unwrap();
+    let mut child = sandbox
+        .exec_command(&argv)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let word = b" the-turns-word";
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, &[hand_out::MARKER, word, b"\n"].concat()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let marker = [b"\n", hand_out::MARKER, b"\n"].concat();
+    let marker = [b"\n", hand_out::MARKER, word, b"\n"].concat();
     let at = out
         .stdout
         .windows(marker.len())
