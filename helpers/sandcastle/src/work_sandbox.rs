@@ -2,6 +2,7 @@
 //! with the agent's checkout of the work branch made inside it, in which agent turns run and from
 //! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
 //! the tip the host took in, sharing with earlier gates only a build cache the agent never sees.
+//! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Removed when dropped (on success, error or panic), the cache volume too.
 use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut};
 use crate::checkout;

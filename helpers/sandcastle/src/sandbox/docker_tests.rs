@@ -139,7 +139,10 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
     );
     // The container's own process (PID 1) is root's: the agent cannot even read its environment.
     assert_eq!(
-        exec(&sandbox, &["sh", "-c", "awk '/^Uid/ {print $2}' /proc/1/status"]),
+        exec(
+            &sandbox,
+            &["sh", "-c", "awk '/^Uid/ {print $2}' /proc/1/status"]
+        ),
         "0"
     );
     assert!(
