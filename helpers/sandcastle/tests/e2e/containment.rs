@@ -29,20 +29,6 @@ fn implementer_prompts(h: &Harness) -> Vec<String> {
         .collect()
 }
 
-/// The tip of a branch on the forge.
-fn remote_tip(h: &Harness, branch: &str) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(
-            h.forge
-                .bare_repo_path(crate::harness::OWNER, crate::harness::NAME),
-        )
-        .args(["rev-parse", &format!("refs/heads/{branch}")])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// This project's Docker volumes (any run).
 fn volumes(h: &Harness) -> Vec<String> {
     let out = Command::new("docker")
@@ -87,7 +73,8 @@ fn the_gate_sees_only_the_commit(check: &str, plant: &str) {
             .any(|p| p.contains("GATE-SAYS: no GATE-OK") && p.contains("(gate run 1)")),
         "the cheat did not pass the gate: {prompts:?}"
     );
-    let tip = remote_tip(&h, "sandcastle/issue-1");
+    let pulls = h.pulls();
+    let tip = pulls[0]["head"]["sha"].as_str().unwrap();
     assert_eq!(h.remote_log("sandcastle/issue-1")[0], "Commit GATE-OK");
     let body = h.only_pull_body();
     assert!(
