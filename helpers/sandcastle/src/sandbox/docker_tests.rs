@@ -216,11 +216,25 @@ fn remove_run_removes_every_container_of_the_run_only() {
     let first = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
     let _second = Sandbox::start(&spec(&run, "issue-2", &[])).unwrap();
     let _kept = Sandbox::start(&spec(&other, "issue-1", &[])).unwrap();
+    let project = Path::new("/nonexistent/sandcastle-test-project");
+    let (volume, kept_volume) = (format!("{}-cache", run.id), format!("{}-cache", other.id));
+    create_volume(&volume, &run.id, project).unwrap();
+    create_volume(&kept_volume, &other.id, project).unwrap();
+    let volume_exists = |name: &str| {
+        Command::new("docker")
+            .args(["volume", "inspect", name])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     assert_eq!(run.containers().len(), 2);
 
     remove_run(&run.id).unwrap();
     assert!(run.containers().is_empty());
     assert_eq!(other.containers().len(), 1);
+    assert!(!volume_exists(&volume), "the run's volumes go with it");
+    assert!(volume_exists(&kept_volume));
+    remove_run(&other.id).unwrap();
+    assert!(!volume_exists(&kept_volume));
     // Both are idempotent: Ctrl-C removes the run while workers still hold their sandboxes.
     remove_run(&run.id).unwrap();
     first.remove().unwrap();
