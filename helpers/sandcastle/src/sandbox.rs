@@ -25,7 +25,8 @@ pub const HOST_LABEL: &str = "sandcastle.host";
 const AGENT_USER: &str = "agent";
 /// A copy of the image's `sh` that the agent user may run but not read, made at start: a process
 /// that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace it,
-/// read its memory or open its files through `/proc`. The agent's turn runs in it.
+/// read its memory or open its files through `/proc`. The agent's turn runs in it. (So the image's
+/// `sh` may not be a multi-call binary that goes by its name, as BusyBox does; both images have bash.)
 pub const PROTECTED_SH: &str = "/usr/local/libexec/sandcastle-sh";
 /// Makes [`PROTECTED_SH`], as root (the owner of `/usr/local`, so no capability is needed).
 const MAKE_PROTECTED_SH: &str = r#"set -e
