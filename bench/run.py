@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PEER = BENCH / "peer"
 RELEASE = ROOT / "target" / "release"
-BASE_IMAGE = "sandcastle-test:latest"
+BASE_IMAGE = os.environ.get("SANDCASTLE_TEST_IMAGE", "sandcastle-test:latest")
 OWNER, NAME, USER = "bench", "proj", "bench-bot"
 API_KEY = "sk-bench-not-a-real-key-0000"
 
@@ -306,7 +306,9 @@ class Server:
 class Ours:
     """A fresh fake forge with `issues` ready-for-agent issues and a project pushed to it."""
 
-    def __init__(self, work, image, issues, concurrency, max_iterations, env):
+    def __init__(self, work, image, issues, concurrency, max_iterations, env, check="[]", mounts=(),
+                 tree=None):
+        self.check, self.mounts, self.tree = check, list(mounts), tree
         self.dir = Path(tempfile.mkdtemp(prefix="ours-", dir=work))
         state = self.dir / "forge"
         state.mkdir()
@@ -346,13 +348,15 @@ class Ours:
         (sc / "config.toml").write_text(
             f'repo = "{OWNER}/{NAME}"\nforgeHost = "{self.url}"\nimageName = "{image}"\n'
             f"maxConcurrency = {concurrency}\nmaxIterations = {max_iterations}\n"
-            'idleTimeout = "2m"\npollInterval = "1s"\n\n[commands]\ncheck = []\n\n'
-            '[sandbox]\nnetwork = "host"\nmemory = "1g"\n'
+            f'idleTimeout = "2m"\npollInterval = "1s"\n\n[commands]\ncheck = {self.check}\n\n'
+            f'[sandbox]\nnetwork = "host"\nmemory = "1g"\nmounts = {json.dumps(self.mounts)}\n'
         )
+        if self.tree:
+            shutil.copytree(self.tree, self.project, dirs_exist_ok=True)
         (sc / ".gitignore").write_text(".env\nlogs/\nrepos/\n")
         lines = {"ANTHROPIC_API_KEY": API_KEY, "FORGEJO_USER": USER, "FORGEJO_TOKEN": self.token, **env}
         (sc / ".env").write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-        self.git("-C", self.project, "add", ".sandcastle")
+        self.git("-C", self.project, "add", "-A")
         self.git("-C", self.project, "commit", "-q", "-m", "Set up sandcastle")
         self.git("-C", self.project, "push", "-q", "origin", "HEAD")
         for label in ["ready-for-agent", "in-review", "ready-for-human", "epic", "needs-info"]:
@@ -399,6 +403,67 @@ def run_ours(work, docker, image, workload, log, env_extra=None):
     finally:
         ours.close()
         docker.sweep()
+
+
+# --- the gate: a fresh container per gate, with a per-work build cache -----------------------------
+
+
+def gate_crate(work):
+    """A small Rust library with one dependency (regex, vendored from the local registry cache, so
+    it builds offline): what a gate builds. Dependencies are what a warm cache spares; the crate's
+    own files are rebuilt in every gate, since a fresh checkout gives them new mtimes."""
+    crate = work / "gate-crate"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text(
+        '[package]\nname = "gatebench"\nversion = "0.1.0"\nedition = "2021"\n\n'
+        '[dependencies]\nregex = "1"\n')
+    (crate / "src" / "lib.rs").write_text(
+        'pub fn words(text: &str) -> usize {\n    regex::Regex::new(r"\\w+").unwrap().find_iter(text).count()\n}\n')
+    sh("cargo", "generate-lockfile", "--offline", cwd=crate)
+    sh("cargo", "vendor", "--offline", "-q", "vendor", cwd=crate)
+    (crate / ".cargo").mkdir()
+    (crate / ".cargo" / "config.toml").write_text(
+        '[source.crates-io]\nreplace-with = "vendored"\n\n[source.vendored]\ndirectory = "vendor"\n')
+    return crate
+
+
+def gate_run(work, docker, image, check, iterations, tree, mounts, log):
+    """One `run --once --issue 1` of ours with `check`: the gate runs' seconds from the run report."""
+    ours = Ours(work, image, 1, 1, iterations, {"BENCH_COMPLETE": "1", "BENCH_PLAN_MAX": "1"},
+                check=check, mounts=mounts, tree=tree)
+    try:
+        argv = [RELEASE / "sandcastle", "-C", ours.project, "run", "--once", "--issue", "1"]
+        _, _, code = timed(argv, stdout_path=log)
+        if code != 0 or ours.pulls() != 1:
+            raise BenchError(f"gate: sandcastle exited {code} with {ours.pulls()} pull request(s); log: {log}")
+        reports = sorted((ours.project / ".sandcastle" / "logs").glob("run-*.json"))
+        return json.loads(reports[-1].read_text())["work"][0]["gateSeconds"]
+    finally:
+        ours.close()
+        docker.sweep()
+
+
+def gate_cost(work, docker, image, runs, logs):
+    """The gate's cost (--gate): with `check = [["true"]]` (the fresh container, the checkout and
+    the removal alone), and with a cargo build of a crate with a dependency, whose first gate fails
+    (cold cache) and second passes (warm): the seconds of each gate run, min / median / max."""
+    sysroot = sh("rustc", "--print", "sysroot").strip()
+    mounts = [f"{Path(sysroot).resolve()}:/opt/rust"]
+    crate = gate_crate(work)
+    # The stand-in agent commits once per turn (the assessor's included): the check fails on the
+    # first implementer turn's commits (two) and passes on the second's (three).
+    build = ('[["sh", "-c", "PATH=/opt/rust/bin:$PATH cargo build --offline -q && '
+             'test $(git rev-list --count origin/main..HEAD) -ge 3"]]')
+    empty, cold, warm = [], [], []
+    for i in range(runs):
+        print(f"bench: gate run {i + 1}/{runs}", flush=True)
+        empty += gate_run(work, docker, image, '[["true"]]', 1, None, [], logs / f"gate-true-{i}.log")
+        seconds = gate_run(work, docker, image, build, 3, crate, mounts, logs / f"gate-cargo-{i}.log")
+        if len(seconds) != 2:
+            raise BenchError(f"gate: expected two gate runs (cold, warm), got {seconds}")
+        cold.append(seconds[0])
+        warm.append(seconds[1])
+    return {"true": spread(empty), "cargo_cold": spread(cold), "cargo_warm": spread(warm)}
 
 
 # --- W8 on one host and on two: a second Docker engine on this machine stands in for a second host
@@ -752,6 +817,8 @@ def main():
     parser.add_argument("--hosts", action="store_true",
                         help="only W8 on one host against W8 on two (a second dockerd on this machine), "
                              "written to HOSTS.md and hosts.json")
+    parser.add_argument("--gate", action="store_true",
+                        help="only the gate's cost, cold and warm build cache, written to gate.json")
     parser.add_argument("--out", type=Path, default=BENCH,
                         help="where RESULTS.md and results.json go (default bench/)")
     args = parser.parse_args()
@@ -773,6 +840,8 @@ def main():
         die("cargo build --release failed (above)")
     if args.hosts:
         return hosts(args, runs)
+    if args.gate:
+        return gate(args, runs)
     if not (PEER / "node_modules" / "@ai-hero" / "sandcastle").is_dir():
         print("bench: npm ci in bench/peer (the peer, pinned by package-lock.json)", flush=True)
         if subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PEER).returncode:
@@ -902,6 +971,27 @@ def main():
     finally:
         docker.cleanup()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def gate(args, runs):
+    """--gate: gate_cost on the stand-in image, written to gate.json and printed."""
+    work = Path(tempfile.mkdtemp(prefix="scbench-"))
+    logs = work / "logs"
+    logs.mkdir()
+    docker = Docker(f"bench-{os.getpid()}")
+    try:
+        stub = docker.build("Dockerfile.stub", "scbench-stub", BASE_IMAGE)
+        result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                  "runs": runs, "machine": machine(), "gate_s": gate_cost(work, docker, stub, runs, logs)}
+    except BenchError as e:
+        die(str(e))
+    finally:
+        docker.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gate.json").write_text(json.dumps(result, indent=2) + "\n")
+    for name, s in result["gate_s"].items():
+        print(f"gate {name:11} {fmt_s(s)}")
 
 
 def failed_note(result):

@@ -203,6 +203,9 @@ pub struct Sandbox {
     pub pids_limit: u32,
     /// Extra read-only mounts, `host:container`.
     pub mounts: Vec<String>,
+    /// The longest an agent turn, or one gate step, may run, output or not; default 60 minutes.
+    #[serde(serialize_with = "human_duration")]
+    pub turn_timeout: Duration,
 }
 
 /// A one-line error naming the file, `line:column` where known, and the fix.

@@ -33,7 +33,7 @@ const TOP_KEYS: &[&str] = &[
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
-const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
+const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts", "turnTimeout"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
@@ -166,6 +166,9 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                 mounts: sandbox
                     .mounts("mounts", "[\"/srv/cache:/cache\"]")?
                     .unwrap_or(sandbox_default.mounts),
+                turn_timeout: sandbox
+                    .duration("turnTimeout", "\"60m\"")?
+                    .unwrap_or(sandbox_default.turn_timeout),
             },
         },
         budget: match budget {

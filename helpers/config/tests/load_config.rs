@@ -70,7 +70,7 @@ fn defaults() -> Value {
                 ["cargo", "fmt"],
             ],
         },
-        "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [] },
+        "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h" },
         "review": { "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
@@ -120,6 +120,7 @@ network = "host"
 memory = "512m"
 pidsLimit = 64
 mounts = ["/srv/cache:/cache", "relative/dir:/data"]
+turnTimeout = "45m"
 
 [review]
 rounds = 3
@@ -170,6 +171,7 @@ allowWorkflowChanges = true
                 "memory": "512m",
                 "pidsLimit": 64,
                 "mounts": ["/srv/cache:/cache", "relative/dir:/data"],
+                "turnTimeout": "45m",
             },
             "review": { "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },

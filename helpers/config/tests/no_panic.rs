@@ -22,6 +22,7 @@ const KEYS: &[&str] = &[
     "memory",
     "pidsLimit",
     "mounts",
+    "turnTimeout",
 ];
 
 fn check(text: &str) {

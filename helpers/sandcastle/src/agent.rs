@@ -29,6 +29,18 @@ pub const COMPLETION_SIGNAL: &str = "<promise>COMPLETE</promise>";
 /// How much of Claude Code's stderr is kept for an error message.
 const STDERR_TAIL: usize = 4096;
 
+/// The longest stream line taken from a sandbox; a longer one fails the turn, and is never held
+/// whole. Claude Code cuts tool output far below this.
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The longest a turn may run, output or not, and the config key that set it (named when a turn is
+/// stopped at it).
+#[derive(Debug, Clone, Copy)]
+pub struct TimeLimit {
+    pub after: Duration,
+    pub key: &'static str,
+}
+
 pub struct AgentRun<'a> {
     pub role: Role,
     pub model: &'a str,
@@ -36,8 +48,8 @@ pub struct AgentRun<'a> {
     /// Resume this saved session (its file is copied into the container first).
     pub resume: Option<&'a SavedSession>,
     pub idle_timeout: Duration,
-    /// The longest the whole turn may take, output or not (`[clarify] timeout` for the assessor).
-    pub time_limit: Option<Duration>,
+    /// The longest the turn may run, output or not, and the key that set it.
+    pub time_limit: TimeLimit,
     /// How long to wait for the process to exit after the result event.
     pub exit_grace: Duration,
     /// Where the transcript (`<role>-<n>.jsonl`) and the session file go.
@@ -140,8 +152,15 @@ pub fn run(
         ),
     };
     let session_in_container = session_path_in_container(&session_id);
+    // The end of Claude Code's output is marked with a word only the host and the exec's shell
+    // know: it comes in on stdin, never in an argument or a variable.
+    let marker = format!(
+        "{} {}",
+        String::from_utf8_lossy(hand_out::MARKER),
+        uuid::Uuid::new_v4().simple()
+    );
     let mut argv = vec![
-        "sh",
+        crate::sandbox::PROTECTED_SH,
         "-c",
         RUN_AGENT,
         "sh",
@@ -186,21 +205,22 @@ pub fn run(
         max_commits: checkout::MAX_BUNDLE_BYTES,
         max_ask: crate::outbox::MAX_ASK_BYTES,
     };
-    let pipes = Pipes::start(&mut child, run.prompt.to_string(), destination);
+    let input = format!("{marker}\n{}", run.prompt);
+    let pipes = Pipes::start(&mut child, input, marker.into_bytes(), destination);
 
     let mut seen = Seen::default();
     let mut grace_until: Option<Instant> = None;
-    let cut_at = run.time_limit.map(|limit| Instant::now() + limit);
+    let turn_ends = Instant::now() + run.time_limit.after;
     let stream_end = loop {
-        let wait = match (grace_until, cut_at) {
-            (Some(until), _) => until.saturating_duration_since(Instant::now()),
-            (None, Some(cut)) => run
+        let wait = match grace_until {
+            Some(until) => until.saturating_duration_since(Instant::now()),
+            None => run
                 .idle_timeout
-                .min(cut.saturating_duration_since(Instant::now())),
-            (None, None) => run.idle_timeout,
+                .min(turn_ends.saturating_duration_since(Instant::now())),
         };
         let line = match pipes.out.recv_timeout(wait) {
             Ok(FromExec::Line(line)) => line,
+            Ok(FromExec::LineTooLong) => break StreamEnd::LineTooLong,
             Ok(FromExec::TrailerBegins) => {
                 // Claude Code is gone and its output over; a large bundle may take a while.
                 grace_until = Some(Instant::now() + HAND_OUT_TIMEOUT);
@@ -214,8 +234,8 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) if grace_until.is_some() => {
                 break StreamEnd::GraceExpired;
             }
-            Err(RecvTimeoutError::Timeout) if cut_at.is_some_and(|cut| Instant::now() >= cut) => {
-                break StreamEnd::TimeLimit;
+            Err(RecvTimeoutError::Timeout) if Instant::now() >= turn_ends => {
+                break StreamEnd::TurnTimeout;
             }
             Err(RecvTimeoutError::Timeout) => break StreamEnd::IdleTimeout,
             Err(RecvTimeoutError::Disconnected) => break StreamEnd::StreamClosed,
@@ -245,7 +265,10 @@ pub fn run(
         StreamEnd::StreamClosed | StreamEnd::HandedOut(_) => {
             wait_or_kill(&mut child, run.exit_grace)
         }
-        StreamEnd::IdleTimeout | StreamEnd::TimeLimit | StreamEnd::GraceExpired => None,
+        StreamEnd::IdleTimeout
+        | StreamEnd::GraceExpired
+        | StreamEnd::TurnTimeout
+        | StreamEnd::LineTooLong => None,
     };
     if status.is_none() {
         let _ = child.kill();
@@ -260,8 +283,22 @@ pub fn run(
         false => kill_agent_processes(sandbox),
     };
     let stderr = redact.redact(&pipes.finish());
-    let idle_timed_out = matches!(stream_end, StreamEnd::IdleTimeout);
-    let cut = matches!(stream_end, StreamEnd::TimeLimit);
+    let stopped = match stream_end {
+        StreamEnd::IdleTimeout => Some(format!(
+            "gave no output for {} (idleTimeout)",
+            short_duration(run.idle_timeout)
+        )),
+        StreamEnd::TurnTimeout => Some(format!(
+            "ran for {} ({})",
+            short_duration(run.time_limit.after),
+            run.time_limit.key
+        )),
+        StreamEnd::LineTooLong => Some(format!(
+            "printed a stream line longer than {} MiB (the cap on a line from the sandbox)",
+            MAX_LINE_BYTES / (1024 * 1024)
+        )),
+        _ => None,
+    };
     let hand_out = match stream_end {
         StreamEnd::HandedOut(trailer) if quiet => HandOut::Trailer(trailer),
         StreamEnd::StreamClosed if quiet => {
@@ -269,17 +306,17 @@ pub fn run(
         }
         _ => HandOut::Separately,
     };
-    // The session Claude Code named, else the one the host asked for.
-    let named = seen.session_id.as_deref().unwrap_or(&session_id);
+    // Only the session the host named for this turn is ever taken: a stream naming another (a
+    // forged `init` or `result` event) changes nothing, so it can never overwrite the saved copy of
+    // another role's session.
     let session = match &hand_out {
         HandOut::Trailer(Err(_)) => None,
-        HandOut::Trailer(Ok(trailer)) if named == session_id => trailer
+        HandOut::Trailer(Ok(trailer)) => trailer
             .session
             .then(|| keep_session(&session_id, &handed_session, &sessions_dir, redact))
             .flatten(),
-        // The host gave up on the exec, or Claude Code named another session than the one asked
-        // for: that one is read out on its own.
-        _ => save_session(sandbox, named, &sessions_dir, redact),
+        // The host gave up on the exec: the session is read out on its own.
+        HandOut::Separately => save_session(sandbox, &session_id, &sessions_dir, redact),
     };
     let _ = std::fs::remove_file(&handed_session);
     if let (Ok(()), Some(saved)) = (&killed, &session) {
@@ -323,19 +360,10 @@ pub fn run(
             transcript_path.display()
         ));
     }
-    if idle_timed_out {
+    if let Some(why) = stopped {
         return fail(format!(
-            "{label} ({}) gave no output for {} (idleTimeout) and was stopped; transcript: {}",
+            "{label} ({}) {why} and was stopped; transcript: {}",
             run.model,
-            short_duration(run.idle_timeout),
-            transcript_path.display()
-        ));
-    }
-    if let (true, Some(limit)) = (cut, run.time_limit) {
-        return fail(format!(
-            "{label} ({}) took longer than {} and was stopped; transcript: {}",
-            run.model,
-            short_duration(limit),
             transcript_path.display()
         ));
     }
@@ -393,16 +421,18 @@ enum StreamEnd {
     /// The exec's hand-out trailer came, well-formed or not, and the output is over.
     HandedOut(Result<Trailer, String>),
     IdleTimeout,
-    /// The turn's time limit passed before its result.
-    TimeLimit,
+    /// The turn ran for `turn_timeout`.
+    TurnTimeout,
+    /// A line longer than [`MAX_LINE_BYTES`].
+    LineTooLong,
     /// The result came, but the process did not exit in time.
     GraceExpired,
 }
 
-/// What the stream said so far (texts redacted).
+/// What the stream said so far (texts redacted). The session ids it names are not kept: the host
+/// names the session.
 #[derive(Default)]
 struct Seen {
-    session_id: Option<String>,
     result: Option<FinalResult>,
 }
 
@@ -416,9 +446,6 @@ struct FinalResult {
 impl Seen {
     fn take(&mut self, event: Event, redact: &Redactor, on_event: &mut dyn FnMut(AgentEvent)) {
         match event {
-            Event::Init { session_id, .. } if is_session_id(&session_id) => {
-                self.session_id = Some(session_id);
-            }
             Event::ToolUse { name, summary } => {
                 let call = if summary.is_empty() {
                     name
@@ -432,12 +459,9 @@ impl Seen {
                 is_error,
                 subtype,
                 text,
-                session_id,
                 usage,
+                ..
             } => {
-                if is_session_id(&session_id) {
-                    self.session_id = Some(session_id);
-                }
                 on_event(AgentEvent::Usage(&usage));
                 self.result = Some(FinalResult {
                     is_error,
@@ -464,6 +488,8 @@ enum HandOut {
 enum FromExec {
     /// One line of Claude Code's output (lossy UTF-8, without its newline).
     Line(String),
+    /// A line longer than [`MAX_LINE_BYTES`]: the rest of the output is drained unread.
+    LineTooLong,
     /// The hand-out trailer began: Claude Code's output is over.
     TrailerBegins,
     /// The trailer was read to the end of the output.
@@ -483,19 +509,19 @@ struct Pipes {
 }
 
 impl Pipes {
-    fn start(child: &mut Child, prompt: String, hand_out_to: Destination) -> Pipes {
+    fn start(child: &mut Child, input: String, marker: Vec<u8>, hand_out_to: Destination) -> Pipes {
         let (sender, out) = mpsc::channel();
         let mut threads = Vec::new();
         if let Some(mut stdin) = child.stdin.take() {
             // A process that dies before reading everything makes this write fail; its exit is
             // what gets reported, not the broken pipe.
             threads.push(thread::spawn(move || {
-                let _ = stdin.write_all(prompt.as_bytes());
+                let _ = stdin.write_all(input.as_bytes());
             }));
         }
         if let Some(stdout) = child.stdout.take() {
             threads.push(thread::spawn(move || {
-                read_output(BufReader::new(stdout), &hand_out_to, &sender);
+                read_output(BufReader::new(stdout), &marker, &hand_out_to, &sender);
             }));
         }
         let stderr = child.stderr.take();
@@ -538,24 +564,36 @@ impl Pipes {
     }
 }
 
-/// Claude Code's lines, then, from the marker on, the hand-out trailer, read to the end of the
-/// output. A trailer that does not parse has the rest of the output drained, so the exec can end.
+/// Claude Code's lines, then, from the marker on (the host's own line for this turn, which the
+/// agent does not know), the hand-out trailer, read to the end of the output. A trailer that does not
+/// parse has the rest of the output drained, so the exec can end.
 fn read_output(
     mut stdout: impl BufRead,
+    marker: &[u8],
     hand_out_to: &Destination,
     sender: &mpsc::Sender<FromExec>,
 ) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        match stdout.read_until(b'\n', &mut line) {
+        // One byte past the cap tells a line at the cap from a longer one.
+        match (&mut stdout)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         if line.last() == Some(&b'\n') {
             line.pop();
+        } else if line.len() > MAX_LINE_BYTES {
+            drop(std::mem::take(&mut line));
+            if sender.send(FromExec::LineTooLong).is_ok() {
+                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+            }
+            return;
         }
-        if line == hand_out::MARKER {
+        if line == marker {
             break;
         }
         if line.starts_with(ask_relay::PREFIX) {
@@ -611,14 +649,15 @@ const KILL_AGENT_PROCESSES: &str = concat!(
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 const AGENT_STATUS_MAX: i32 = 125;
 
-/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…`: Claude Code under
-/// `sandcastle ask-relay` (which relays each new ask in OUTBOX on the output at once), then, once it
-/// has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…` with the turn's marker
+/// line, then the prompt, on stdin: the marker read (a byte at a time, so Claude Code gets the rest),
+/// Claude Code under `sandcastle ask-relay` (which relays each new ask in OUTBOX on the output at
+/// once), then, once it has exited, the cleanup of [`KILL_AGENT_PROCESSES`] in the same `docker exec` (this shell is
 /// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
 /// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
 /// trailer, when it could not.
 const RUN_AGENT: &str = concat!(
-    "session=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
+    "IFS= read -r marker || exit 126\nsession=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
     "sandcastle ask-relay \"$outbox\" -- \"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
     include_str!("agent/kill_agent_processes.sh"),
     include_str!("agent/hand_out.sh")
@@ -762,15 +801,6 @@ mod tests {
         ] {
             assert!(!is_session_id(hostile), "{hostile}");
         }
-        let redact = Redactor::new(&crate::secrets::EnvFile::default());
-        let mut seen = Seen::default();
-        for line in [
-            r#"{"type":"system","subtype":"init","session_id":"../../etc/passwd","model":"m"}"#,
-            r#"{"type":"result","subtype":"success","is_error":false,"result":"x","session_id":"/root/.ssh/id_rsa"}"#,
-        ] {
-            seen.take(parse_line(line), &redact, &mut |_| {});
-        }
-        assert_eq!(seen.session_id, None);
     }
 
     #[test]
@@ -851,10 +881,6 @@ mod tests {
                 AgentEvent::Ask(_) => unreachable!("no ask is relayed in these lines"),
             });
         }
-        assert_eq!(
-            seen.session_id.as_deref(),
-            Some("3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b")
-        );
         assert_eq!(calls, ["Bash: echo [redacted]"]);
         assert_eq!(costs, [0.25]);
         assert_eq!(seen.result.unwrap().text, "done [redacted]");

@@ -104,12 +104,40 @@ pub fn take_handed_out(
     .context(TAKE_FAILED)
 }
 
-/// Whether `file` holds exactly `known_tip`'s id line.
+/// Whether `file` holds exactly `known_tip`'s id line: only that many bytes are read, whatever the
+/// file's size.
 fn unchanged(file: &Path, known_tip: &str) -> bool {
-    std::fs::read(file).is_ok_and(|bytes| bytes == format!("{known_tip}\n").as_bytes())
+    use std::io::Read;
+    let expected = format!("{known_tip}\n");
+    let mut bytes = Vec::with_capacity(expected.len() + 1);
+    std::fs::File::open(file)
+        .and_then(|f| f.take(expected.len() as u64 + 1).read_to_end(&mut bytes))
+        .is_ok_and(|_| bytes == expected.as_bytes())
 }
 
 const TAKE_FAILED: &str = "cannot take the agent's commits out of the sandbox";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-out of gigabytes is told from the tip's id line by its first 42 bytes: the file is
+    /// never read whole (this one is sparse, so the test costs no disk).
+    #[test]
+    fn the_head_comparison_reads_only_the_id_line() {
+        let tip = "a".repeat(40);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("handed-out");
+        std::fs::write(&file, format!("{tip}\n")).unwrap();
+        assert!(unchanged(&file, &tip));
+        std::fs::write(&file, format!("{tip}\nmore")).unwrap();
+        assert!(!unchanged(&file, &tip));
+        let huge = std::fs::File::create(&file).unwrap();
+        huge.set_len(64 * 1024 * 1024 * 1024).unwrap();
+        std::io::Write::write_all(&mut &huge, format!("{tip}\n").as_bytes()).unwrap();
+        assert!(!unchanged(&file, &tip));
+    }
+}
 
 #[cfg(test)]
 mod docker_tests;

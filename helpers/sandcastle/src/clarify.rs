@@ -4,7 +4,7 @@
 //! saved `Waiting`, `needs-info`, writers' answers), and each answer is what the next assessment
 //! sees, for at most `[clarify] maxRounds` rounds. An assessment that fails never blocks: work
 //! starts and the report says so. With nobody to ask, the run stops (exit status 3) with guidance.
-use crate::agent::Ending;
+use crate::agent::{Ending, TimeLimit};
 use crate::asking;
 use crate::assessment::{self, Assessment};
 use crate::context::Context;
@@ -122,7 +122,10 @@ pub fn step(
             max_iterations: settings.max_rounds + 1,
             prompt: &prompt,
             resume: None,
-            time_limit: Some(settings.timeout),
+            time_limit: Some(TimeLimit {
+                after: settings.timeout,
+                key: "[clarify] timeout",
+            }),
         },
         &mut |_| {},
     )?;

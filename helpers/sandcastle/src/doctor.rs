@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// Programs the orchestrator runs in a sandbox: the shell (and the tools of its scripts), Claude
 /// Code and `configure-tea`.
-const ORCHESTRATOR_PROGRAMS: [&str; 8] = [
+const ORCHESTRATOR_PROGRAMS: [&str; 11] = [
     "sh",
     "claude",
     "configure-tea",
@@ -19,6 +19,9 @@ const ORCHESTRATOR_PROGRAMS: [&str; 8] = [
     "dirname",
     "grep",
     "sleep",
+    "cp",
+    "chmod",
+    "mv",
 ];
 /// Programs the prompts tell the agents to call; `tea` too when sandboxes get a forge login.
 const AGENT_PROGRAMS: [&str; 4] = ["git", "fmt", "check", "sandcastle"];

@@ -4,7 +4,7 @@
 //! work publishes. A stopped run starts again where the saved state says.
 //!
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
-use crate::agent::{AgentOutcome, Ending, SavedSession};
+use crate::agent::{AgentOutcome, Ending, SavedSession, TimeLimit};
 use crate::asking;
 use crate::clarify;
 use crate::context::Context;
@@ -50,8 +50,8 @@ pub struct Turn<'a> {
     pub max_iterations: u32,
     pub prompt: &'a str,
     pub resume: Option<&'a SavedSession>,
-    /// The longest the turn may take, output or not; `None`: only `idleTimeout` bounds it.
-    pub time_limit: Option<std::time::Duration>,
+    /// A tighter bound on the turn than `[sandbox] turnTimeout`, output or not.
+    pub time_limit: Option<TimeLimit>,
 }
 
 /// A piece of work: what it is says its key, branch, working role, prompts and how it publishes.
@@ -609,6 +609,7 @@ fn run_gate(
     state.gate_runs += 1;
     let gate = sandbox.gate()?;
     state.gate_passed = Some(gate.passed);
+    state.gate_commit = gate.commit.clone();
     Ok(gate)
 }
 

@@ -1,7 +1,9 @@
-//! The gate: the orchestrator itself runs the project's `[commands] check` steps in the sandbox when
-//! the working agent says it is done. The steps come from the operator's config on the host, never
-//! from the agent's branch, and each runs by `docker exec` with the image's own environment (plus the
-//! sandbox's variables), so the agent cannot talk its way past it.
+//! The gate: the orchestrator itself runs the project's `[commands] check` steps when the working
+//! agent says it is done, in a sandbox of its own (`work_sandbox.rs`: a fresh container with a
+//! checkout of the commit to be pushed). The steps come from the operator's config on the host,
+//! never from the agent's branch, and each runs by `docker exec` with the image's own environment
+//! (plus the sandbox's variables and the build cache's, [`cache_env`]), so the agent cannot talk
+//! its way past it. Each step is bounded: silent for `idle`, or running for `step`, it is stopped.
 use crate::agent::kill_agent_processes;
 use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
@@ -9,10 +11,28 @@ use anyhow::{Context, Result};
 use std::io::Read;
 use std::process::Stdio;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How much of the output is kept: the end of it, where the failure usually is.
 const TAIL_BYTES: usize = 3000;
+
+/// Where the work's build cache volume is mounted in a gate's container (never in the agent's).
+pub const CACHE: &str = "/gate-cache";
+
+/// The variables that point builds at the cache: cargo's target directory and the XDG cache.
+pub fn cache_env() -> [(String, String); 2] {
+    [
+        ("CARGO_TARGET_DIR".into(), format!("{CACHE}/cargo-target")),
+        ("XDG_CACHE_HOME".into(), format!("{CACHE}/xdg")),
+    ]
+}
+
+/// How long a step may stay silent, and run at all.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub idle: Duration,
+    pub step: Duration,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateOutcome {
@@ -21,6 +41,8 @@ pub struct GateOutcome {
     pub failed_step: Option<String>,
     /// The end of the output of the last step that ran, redacted.
     pub tail: String,
+    /// The commit the steps ran on; `None` when none ran.
+    pub commit: Option<String>,
 }
 
 impl GateOutcome {
@@ -30,29 +52,31 @@ impl GateOutcome {
             passed: true,
             failed_step: None,
             tail: String::new(),
+            commit: None,
         }
     }
 }
 
 /// Runs `steps` in order in the sandbox's checkout; the first failure stops. A step silent for
-/// `idle_timeout` is stopped and fails.
+/// `bounds.idle`, or still running after `bounds.step`, is stopped and fails.
 pub fn run(
     sandbox: &Sandbox,
     steps: &[Vec<String>],
-    idle_timeout: Duration,
+    bounds: Bounds,
     redact: &Redactor,
 ) -> Result<GateOutcome> {
     let mut tail = String::new();
     for step in steps {
         let mut argv: Vec<&str> = vec!["sh", "-c", r#"exec "$@" 2>&1"#, "sh"];
         argv.extend(step.iter().map(String::as_str));
-        let (passed, output) = run_step(sandbox, &argv, idle_timeout)?;
+        let (passed, output) = run_step(sandbox, &argv, bounds)?;
         tail = redact.redact(&last_bytes(&output, TAIL_BYTES));
         if !passed {
             return Ok(GateOutcome {
                 passed: false,
                 failed_step: Some(redact.redact(&step.join(" "))),
                 tail,
+                commit: None,
             });
         }
     }
@@ -60,11 +84,18 @@ pub fn run(
         passed: true,
         failed_step: None,
         tail,
+        commit: None,
     })
 }
 
+/// Why a step was stopped.
+enum Stopped {
+    Idle,
+    TooLong,
+}
+
 /// Whether the step exited 0, and its output (the last 64 KiB).
-fn run_step(sandbox: &Sandbox, argv: &[&str], idle_timeout: Duration) -> Result<(bool, String)> {
+fn run_step(sandbox: &Sandbox, argv: &[&str], bounds: Bounds) -> Result<(bool, String)> {
     let mut child = sandbox
         .exec_command(argv)
         .stdin(Stdio::null())
@@ -79,17 +110,23 @@ fn run_step(sandbox: &Sandbox, argv: &[&str], idle_timeout: Duration) -> Result<
     let out = std::thread::spawn(move || forward(&mut stdout, &sender));
     let err = std::thread::spawn(move || forward(&mut stderr, &errors));
     let mut output: Vec<u8> = Vec::new();
-    let timed_out = loop {
-        match chunks.recv_timeout(idle_timeout) {
+    let until = Instant::now() + bounds.step;
+    let stopped = loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match chunks.recv_timeout(bounds.idle.min(left)) {
             Ok(chunk) => {
                 output.extend_from_slice(&chunk);
                 let excess = output.len().saturating_sub(64 * 1024);
                 output.drain(..excess);
             }
-            Err(RecvTimeoutError::Disconnected) => break false,
-            Err(RecvTimeoutError::Timeout) => break true,
+            Err(RecvTimeoutError::Disconnected) => break None,
+            Err(RecvTimeoutError::Timeout) if Instant::now() >= until => {
+                break Some(Stopped::TooLong);
+            }
+            Err(RecvTimeoutError::Timeout) => break Some(Stopped::Idle),
         }
     };
+    let timed_out = stopped.is_some();
     if timed_out {
         let _ = child.kill();
         kill_agent_processes(sandbox)?;
@@ -99,11 +136,16 @@ fn run_step(sandbox: &Sandbox, argv: &[&str], idle_timeout: Duration) -> Result<
         .context("cannot wait for `docker exec` of the gate")?;
     let _ = (out.join(), err.join());
     let mut text = String::from_utf8_lossy(&output).into_owned();
-    if timed_out {
-        text.push_str(&format!(
+    match stopped {
+        Some(Stopped::Idle) => text.push_str(&format!(
             "\n[sandcastle: no output for {}s (idleTimeout); the step was stopped]",
-            idle_timeout.as_secs()
-        ));
+            bounds.idle.as_secs()
+        )),
+        Some(Stopped::TooLong) => text.push_str(&format!(
+            "\n[sandcastle: still running after {}s ([sandbox] turnTimeout); the step was stopped]",
+            bounds.step.as_secs()
+        )),
+        None => {}
     }
     Ok((status.success() && !timed_out, text))
 }

@@ -14,6 +14,7 @@ use crate::deadline;
 use crate::forge_text;
 use anyhow::{Context, Result, anyhow, bail};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -51,6 +52,31 @@ const LOW_SPEED_TIME: Duration = Duration::from_secs(60);
 
 /// Where an imported bundle's tip lands before it is checked and becomes the work branch.
 const INCOMING: &str = "refs/sandcastle/incoming";
+
+/// The most a work repository may hold on disk after an import (what one piece of work may cost
+/// the host's disk, however many turns hand out bundles).
+pub const MAX_WORK_REPO_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// The address space of the git that imports a sandbox's bundle: a pack whose objects inflate
+/// (or whose deltas expand) past it makes git fail, not the host run out of memory.
+const IMPORT_ADDRESS_SPACE: u64 = 3 * 1024 * 1024 * 1024;
+
+/// How the import's git holds a pack: big objects streamed rather than inflated in memory, small
+/// windows, one thread, the pack kept as it came (never exploded into loose objects).
+const IMPORT_CONFIG: [&str; 12] = [
+    "-c",
+    "core.bigFileThreshold=16m",
+    "-c",
+    "core.packedGitWindowSize=32m",
+    "-c",
+    "core.packedGitLimit=256m",
+    "-c",
+    "pack.threads=1",
+    "-c",
+    "fetch.unpackLimit=1",
+    "-c",
+    "fetch.fsckObjects=true",
+];
 
 /// The config key that records which remote a work repository belongs to.
 const REMOTE_KEY: &str = "sandcastle.remote";
@@ -136,6 +162,7 @@ impl WorkRepo {
         Git {
             git_dir: Some(&self.git_dir),
             creds: None,
+            address_space: None,
         }
     }
 
@@ -173,6 +200,7 @@ impl WorkRepo {
         let git = Git {
             git_dir: Some(&self.git_dir),
             creds: Some(creds),
+            address_space: None,
         };
         git.run(
             &[
@@ -348,19 +376,33 @@ impl WorkRepo {
             let file = handed_out
                 .to_str()
                 .ok_or_else(|| anyhow!("{} is not UTF-8", handed_out.display()))?;
-            git.run(
-                &[
-                    "-c",
-                    "fetch.fsckObjects=true",
-                    "fetch",
-                    "--quiet",
-                    "--no-write-fetch-head",
-                    "--",
-                    file,
-                    &format!("+HEAD:{INCOMING}"),
-                ],
-                "fetch of the agent's commits",
-            )?;
+            // The bundle is already inside the repository; its pack will take as much again.
+            let bundle = std::fs::metadata(handed_out).map(|m| m.len()).unwrap_or(0);
+            let used = disk_usage(&self.git_dir);
+            if used + bundle > MAX_WORK_REPO_BYTES {
+                bail!(
+                    "the agent's commits would grow the work repository {} past {} MiB (it holds {} MiB, the bundle is {} MiB); refused",
+                    self.git_dir.display(),
+                    MAX_WORK_REPO_BYTES >> 20,
+                    used >> 20,
+                    bundle >> 20
+                );
+            }
+            let mut args: Vec<&str> = IMPORT_CONFIG.to_vec();
+            let refspec = format!("+HEAD:{INCOMING}");
+            args.extend([
+                "fetch",
+                "--quiet",
+                "--no-write-fetch-head",
+                "--",
+                file,
+                &refspec,
+            ]);
+            Git {
+                address_space: Some(IMPORT_ADDRESS_SPACE),
+                ..self.git()
+            }
+            .run(&args, "fetch of the agent's commits")?;
             git.output(
                 &["rev-parse", "--verify", &format!("{INCOMING}^{{commit}}")],
                 "rev-parse",
@@ -470,6 +512,7 @@ impl WorkRepo {
         let git = Git {
             git_dir: Some(&self.git_dir),
             creds: Some(creds),
+            address_space: None,
         };
         let refname = format!("refs/heads/{branch}");
         let advertised = git
@@ -532,6 +575,8 @@ pub fn check_branch_name(name: &str) -> Result<()> {
 struct Git<'a> {
     git_dir: Option<&'a Path>,
     creds: Option<&'a Credentials>,
+    /// A cap on git's address space (`RLIMIT_AS`), for git reading what a sandbox sent.
+    address_space: Option<u64>,
 }
 
 impl<'a> Git<'a> {
@@ -539,6 +584,7 @@ impl<'a> Git<'a> {
         Git {
             git_dir: None,
             creds: None,
+            address_space: None,
         }
     }
 
@@ -578,6 +624,20 @@ impl<'a> Git<'a> {
             .env("LC_ALL", "C")
             .args(args)
             .stdin(Stdio::null());
+        if let Some(bytes) = self.address_space {
+            let limit = rustix::process::Rlimit {
+                current: Some(bytes),
+                maximum: Some(bytes),
+            };
+            // SAFETY: between fork and exec only setrlimit runs, a plain system call that takes no
+            // lock and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    rustix::process::setrlimit(rustix::process::Resource::As, limit)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
         cmd
     }
 
@@ -659,6 +719,21 @@ fn complaint(stderr: &str) -> String {
         return last.unwrap_or("failed without a message").to_string();
     }
     lines.join("; ")
+}
+
+/// The bytes of every file under `dir`, links not followed; what cannot be read counts nothing.
+fn disk_usage(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_usage(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -1150,6 +1225,7 @@ pub(crate) mod tests {
         let git = Git {
             git_dir: Some(&dir),
             creds: Some(&creds),
+            address_space: None,
         };
 
         let mut fill = git.command(&["credential", "fill"]);

@@ -10,7 +10,7 @@
 //! The format, after Claude Code's own output (lines of JSON, none of which is the marker):
 //!
 //! ```text
-//! sandcastle-hand-out 1\n
+//! sandcastle-hand-out 1 <the turn's word>\n
 //! session <n>\n<n bytes>            only when the session file is a regular file
 //! commits <n>\n<n bytes>            a git bundle, or HEAD's id when the host has it
 //!   | commits-refused <n>\n<n bytes> why there are none (a checkout without .git, …)
@@ -21,7 +21,8 @@
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// The line that starts the trailer.
+/// How the line that starts the trailer begins; the host ends it with a word of its own for each
+/// turn, so the agent cannot print it early.
 pub const MARKER: &[u8] = b"sandcastle-hand-out 1";
 
 /// The longest header line, `commits-refused <n>` with room to spare.

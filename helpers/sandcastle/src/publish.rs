@@ -176,16 +176,20 @@ pub fn gate_line(ctx: &Context, state: &WorkState) -> String {
     if ctx.config.commands.check.is_empty() {
         return "No gate: `[commands] check` is empty.".to_string();
     }
-    match state.gate_passed {
-        Some(true) => format!(
+    match (state.gate_passed, &state.gate_commit) {
+        (Some(true), Some(commit)) => format!(
+            "`check` passed on {commit}, run by sandcastle itself in a fresh sandbox with a checkout of that commit (gate runs: {}).",
+            state.gate_runs
+        ),
+        (Some(true), None) => format!(
             "`check` passed, run by sandcastle itself (gate runs: {}).",
             state.gate_runs
         ),
-        Some(false) => format!(
+        (Some(false), _) => format!(
             "`check` failed on the last of {} gate run(s).",
             state.gate_runs
         ),
-        None => "`check` has not run.".to_string(),
+        (None, _) => "`check` has not run.".to_string(),
     }
 }
 

@@ -47,6 +47,8 @@ pub struct WorkReport {
     pub gate_first_passed: Option<bool>,
     #[serde(default)]
     pub gate_passed: Option<bool>,
+    /// How long each gate run took, its container's start and removal included.
+    pub gate_seconds: Vec<f64>,
     /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
     #[serde(default)]
     pub clarification: Option<String>,
@@ -131,6 +133,7 @@ impl Report {
             gate_runs: 0,
             gate_first_passed: None,
             gate_passed: None,
+            gate_seconds: Vec::new(),
             clarification: None,
             questions: Vec::new(),
             asks: Vec::new(),
@@ -169,13 +172,14 @@ impl Report {
     }
 
     /// One run of the gate on `key`.
-    pub fn record_gate(&self, key: &str, passed: bool) {
+    pub fn record_gate(&self, key: &str, passed: bool, took: Duration) {
         self.with_work(key, |work| {
             if work.gate_runs == 0 {
                 work.gate_first_passed = Some(passed);
             }
             work.gate_runs += 1;
             work.gate_passed = Some(passed);
+            work.gate_seconds.push(took.as_secs_f64());
         });
     }
 

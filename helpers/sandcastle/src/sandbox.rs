@@ -20,8 +20,20 @@ pub const PROJECT_LABEL: &str = "sandcastle.project";
 /// The docker label naming the host the run lives on: its pid (the run id's end) means something
 /// only there.
 pub const HOST_LABEL: &str = "sandcastle.host";
-/// The user agents run as (uid 1000 in the image).
+/// The user agents run as (uid 1000 in the image). The container's own process runs as root
+/// (with no capability), so no agent process can signal, trace or read it.
 const AGENT_USER: &str = "agent";
+/// A copy of the image's `sh` that the agent user may run but not read, made at start: a process
+/// that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace it,
+/// read its memory or open its files through `/proc`. The agent's turn runs in it. (So the image's
+/// `sh` may not be a multi-call binary that goes by its name, as BusyBox does; both images have bash.)
+pub const PROTECTED_SH: &str = "/usr/local/libexec/sandcastle-sh";
+/// Makes [`PROTECTED_SH`], as root (the owner of `/usr/local`, so no capability is needed).
+const MAKE_PROTECTED_SH: &str = r#"set -e
+mkdir -p /usr/local/libexec
+cp "$(command -v sh)" "$1.new"
+chmod 0111 "$1.new"
+mv -f "$1.new" "$1""#;
 /// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest moving a file into or out of a sandbox may take.
@@ -48,6 +60,9 @@ pub struct SandboxSpec<'a> {
     pub env: &'a [(String, String)],
     /// The read-only forge login `configure-tea` sets up for `tea`, if the project has one.
     pub tea: Option<&'a TeaLogin<'a>>,
+    /// A Docker volume (`create_volume`) mounted read-write at a container path: only the gate's
+    /// containers get one, their build cache.
+    pub volume: Option<(&'a str, &'a str)>,
 }
 
 /// What `configure-tea --url` gets, for one `docker exec` only.
@@ -76,9 +91,27 @@ impl Sandbox {
             id,
             env: spec.env.to_vec(),
         };
-        if let Some(tea) = spec.tea
-            && let Err(error) = sandbox.configure_tea(tea)
-        {
+        let protected = output(
+            Command::new("docker")
+                .args([
+                    "exec",
+                    "-u",
+                    "0",
+                    &sandbox.id,
+                    "sh",
+                    "-c",
+                    MAKE_PROTECTED_SH,
+                ])
+                .args(["sh", PROTECTED_SH])
+                .stdin(Stdio::null()),
+            "docker exec (the agent's protected shell)",
+        );
+        let configured = match (protected, spec.tea) {
+            (Err(error), _) => Err(error),
+            (Ok(_), Some(tea)) => sandbox.configure_tea(tea),
+            (Ok(_), None) => Ok(()),
+        };
+        if let Err(error) = configured {
             // Best effort: the error that matters is the one above.
             let _ = output(
                 Command::new("docker").args(["rm", "-f", &sandbox.id]),
@@ -184,6 +217,18 @@ impl Sandbox {
         output_within(&mut command, "docker exec (copy into the sandbox)", limit).map(drop)
     }
 
+    /// Lets the agent user write into `path`, a directory root owns (a fresh volume's mount point):
+    /// root, as the directory's owner, needs no capability for `chmod`.
+    pub fn open_to_agent(&self, path: &str) -> Result<()> {
+        output(
+            Command::new("docker")
+                .args(["exec", "-u", "0", &self.id, "chmod", "1777", path])
+                .stdin(Stdio::null()),
+            "docker exec (chmod)",
+        )
+        .map(drop)
+    }
+
     /// Whether the container holds `session_id`'s file as the host last took it out.
     pub fn holds_session(&self, session_id: &str) -> bool {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
@@ -236,6 +281,9 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         format!("{HOST_LABEL}={}", host_name()),
         // An init reaps the orphans the agent leaves, so zombies do not count against the pids limit.
         "--init".into(),
+        // The container's own processes are root's, with no capability: every exec names the agent.
+        "--user".into(),
+        "0:0".into(),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),
@@ -273,12 +321,15 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         }
         args.extend(["-v".into(), format!("{}:{container}:ro", host.display())]);
     }
+    if let Some((volume, container)) = spec.volume {
+        args.extend(["-v".into(), format!("{volume}:{container}")]);
+    }
     args.push(spec.image.into());
     Ok(args)
 }
 
 /// `sandcastle-<run>-<key>`, with characters docker does not allow in names replaced by `-`.
-fn container_name(run_id: &str, key: &str) -> String {
+pub fn container_name(run_id: &str, key: &str) -> String {
     format!("sandcastle-{run_id}-{key}")
         .chars()
         .map(|c| {
@@ -320,6 +371,40 @@ fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<S
     Ok(String::from_utf8_lossy(&result.stdout).trim().to_string())
 }
 
+/// Creates the Docker volume `name`, labelled like a container of the run, so that removing the
+/// run's leftovers removes it too.
+pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
+    output(
+        Command::new("docker").args([
+            "volume",
+            "create",
+            "--label",
+            &format!("{RUN_LABEL}={run_id}"),
+            "--label",
+            &format!("{PROJECT_LABEL}={}", project.display()),
+            "--label",
+            &format!("{HOST_LABEL}={}", host_name()),
+            name,
+        ]),
+        "docker volume create",
+    )
+    .map(drop)
+}
+
+/// `docker volume rm -f`: a volume already gone is no error.
+pub fn remove_volumes(names: &[&str]) -> Result<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    output(
+        Command::new("docker")
+            .args(["volume", "rm", "-f"])
+            .args(names),
+        "docker volume rm",
+    )
+    .map(drop)
+}
+
 /// This machine's name, as the kernel knows it.
 pub fn host_name() -> String {
     rustix::system::uname()
@@ -328,10 +413,12 @@ pub fn host_name() -> String {
         .into_owned()
 }
 
-/// A container of a run that is no longer alive: its id and name.
+/// A container or volume of a run that is no longer alive: its id (a volume's is its name) and
+/// name.
 pub struct DeadContainer {
     id: String,
     pub name: String,
+    volume: bool,
 }
 
 /// The containers of `project` left by runs on this host that are no longer alive (killed with
@@ -340,50 +427,69 @@ pub struct DeadContainer {
 /// other hosts, of other projects, of live runs, and those without the labels to tell, are left
 /// alone.
 pub fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
-    let listed = output(
+    let filter = format!("label={PROJECT_LABEL}={}", project.display());
+    let labels = format!("{{{{.Label \"{RUN_LABEL}\"}}}}\t{{{{.Label \"{HOST_LABEL}\"}}}}");
+    let containers = output(
         Command::new("docker").args([
             "ps",
             "-a",
             "--filter",
-            &format!("label={PROJECT_LABEL}={}", project.display()),
+            &filter,
             "--format",
-            &format!(
-                "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.Label \"{RUN_LABEL}\"}}}}\t{{{{.Label \"{HOST_LABEL}\"}}}}"
-            ),
+            &format!("{{{{.ID}}}}\t{{{{.Names}}}}\t{labels}"),
         ]),
         "docker ps",
     )?;
+    let volumes = output(
+        Command::new("docker").args([
+            "volume",
+            "ls",
+            "--filter",
+            &filter,
+            "--format",
+            &format!("{{{{.Name}}}}\t{{{{.Name}}}}\t{labels}"),
+        ]),
+        "docker volume ls",
+    )?;
     let host = host_name();
-    Ok(listed
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split('\t');
-            let (id, name, run, on) = (
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-            );
-            (on == host && run_is_dead(run)).then(|| DeadContainer {
-                id: id.to_string(),
-                name: name.to_string(),
+    let dead = |listed: &str, volume: bool| -> Vec<DeadContainer> {
+        listed
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split('\t');
+                let (id, name, run, on) = (
+                    fields.next()?,
+                    fields.next()?,
+                    fields.next()?,
+                    fields.next()?,
+                );
+                (on == host && run_is_dead(run)).then(|| DeadContainer {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                    volume,
+                })
             })
-        })
-        .collect())
+            .collect()
+    };
+    let mut found = dead(&containers, false);
+    found.extend(dead(&volumes, true));
+    Ok(found)
 }
 
-/// Removes the containers [`dead_runs`] found.
+/// Removes the containers [`dead_runs`] found, then their volumes.
 pub fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
-    if dead.is_empty() {
-        return Ok(());
+    let (volumes, containers): (Vec<&DeadContainer>, Vec<&DeadContainer>) =
+        dead.iter().partition(|c| c.volume);
+    if !containers.is_empty() {
+        output(
+            Command::new("docker")
+                .args(["rm", "-f"])
+                .args(containers.iter().map(|c| &c.id)),
+            "docker rm",
+        )?;
     }
-    output(
-        Command::new("docker")
-            .args(["rm", "-f"])
-            .args(dead.iter().map(|c| &c.id)),
-        "docker rm",
-    )
-    .map(drop)
+    let volumes: Vec<&str> = volumes.iter().map(|v| v.id.as_str()).collect();
+    remove_volumes(&volumes)
 }
 
 /// A name ending in `-<pid>` (a run id, a default orchestrator id) whose process on this host is
@@ -399,22 +505,22 @@ pub fn run_is_dead(run_id: &str) -> bool {
     }
 }
 
-/// Removes every container labelled with this run id.
+/// Removes every container labelled with this run id, then every volume.
 pub fn remove_run(run_id: &str) -> Result<()> {
+    let label = format!("label={RUN_LABEL}={run_id}");
     let ids = output(
-        Command::new("docker").args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label={RUN_LABEL}={run_id}"),
-        ]),
+        Command::new("docker").args(["ps", "-aq", "--filter", &label]),
         "docker ps",
     )?;
     let ids: Vec<&str> = ids.split_whitespace().collect();
-    if ids.is_empty() {
-        return Ok(());
+    if !ids.is_empty() {
+        remove_containers(&ids)?;
     }
-    remove_containers(&ids)
+    let volumes = output(
+        Command::new("docker").args(["volume", "ls", "-q", "--filter", &label]),
+        "docker volume ls",
+    )?;
+    remove_volumes(&volumes.split_whitespace().collect::<Vec<_>>())
 }
 
 /// `docker rm -f`, idempotent: a container already gone, or being removed by another thread of
@@ -529,6 +635,7 @@ mod tests {
             mounts,
             env,
             tea: None,
+            volume: None,
         }
     }
 

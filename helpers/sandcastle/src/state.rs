@@ -200,6 +200,9 @@ pub struct WorkState {
     pub gate_runs: u32,
     #[serde(default)]
     pub gate_passed: Option<bool>,
+    /// The commit the last gate ran on.
+    #[serde(default)]
+    pub gate_commit: Option<String>,
     /// Review rounds done, and the reviewer's last verdict.
     #[serde(default)]
     pub review_rounds: u32,
@@ -246,6 +249,7 @@ impl WorkState {
             nudge: None,
             gate_runs: 0,
             gate_passed: None,
+            gate_commit: None,
             review_rounds: 0,
             verdict: None,
             cost_usd: 0.0,

@@ -1,7 +1,10 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
-//! with the agent's checkout of the work branch made inside it, in which agent turns and the gate
-//! run and from which the commits come out. Removed when dropped (on success, error or panic).
-use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut};
+//! with the agent's checkout of the work branch made inside it, in which agent turns run and from
+//! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
+//! the tip the host took in, sharing with earlier gates only a build cache the agent never sees.
+//! A role with tools never takes over a container another such role ran in: it gets a fresh one.
+//! Removed when dropped (on success, error or panic), the cache volume too.
+use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
 use crate::checkout;
 use crate::context::Context;
 use crate::driver::{Relayed, Sandboxed, Turn};
@@ -10,8 +13,8 @@ use crate::git::{Imported, WorkRepo};
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
-use crate::role::WorkKey;
-use crate::sandbox::{Sandbox, SandboxSpec};
+use crate::role::{Role, WorkKey};
+use crate::sandbox::{self, Sandbox, SandboxSpec};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,6 +40,10 @@ pub struct WorkSandbox<'a> {
     /// The work branch's tip as this sandbox last brought it in (only taking the commits moves
     /// it); `None`: ask the repository.
     tip: Option<String>,
+    /// The gate's build cache volume, once a gate created it.
+    gate_cache: Option<String>,
+    /// The role with tools whose turns ran in `sandbox`: another such role gets a fresh one.
+    written_by: Option<Role>,
 }
 
 /// A turn's hand-out of the checkout: the commits since `known_tip`, held in `file`.
@@ -58,6 +65,8 @@ impl<'a> WorkSandbox<'a> {
             handed_out: None,
             handed_ask: None,
             tip: None,
+            gate_cache: None,
+            written_by: None,
         }
     }
 
@@ -71,24 +80,38 @@ impl<'a> WorkSandbox<'a> {
         &self.log_dir
     }
 
+    /// The limits and wiring every container of this work gets.
+    fn spec<'s>(&self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
+    where
+        'a: 's,
+    {
+        let ctx = self.ctx;
+        let limits = &ctx.config.sandbox;
+        SandboxSpec {
+            image: &ctx.config.image_name,
+            run_id: &ctx.run_id,
+            project: &ctx.project,
+            key,
+            network: &limits.network,
+            memory: &limits.memory,
+            pids_limit: limits.pids_limit,
+            mounts: &limits.mounts,
+            env,
+            tea: None,
+            volume: None,
+        }
+    }
+
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
             let tea = ctx.tea_login();
-            let limits = &ctx.config.sandbox;
+            let key = self.key.slug();
             let spec = SandboxSpec {
-                image: &ctx.config.image_name,
-                run_id: &ctx.run_id,
-                project: &ctx.project,
-                key: &self.key.slug(),
-                network: &limits.network,
-                memory: &limits.memory,
-                pids_limit: limits.pids_limit,
-                mounts: &limits.mounts,
-                env: &env,
                 tea: tea.as_ref(),
+                ..self.spec(&key, &env)
             };
             let sandbox = Sandbox::start(&spec)?;
             // Dropped (and so removed) if the checkout cannot be made.
@@ -129,7 +152,14 @@ impl Sandboxed for WorkSandbox<'_> {
             prompt: turn.prompt,
             resume: turn.resume,
             idle_timeout: ctx.config.idle_timeout,
-            time_limit: turn.time_limit,
+            // The turn's own bound (the assessor's), where it is the tighter one.
+            time_limit: turn
+                .time_limit
+                .filter(|limit| limit.after < ctx.config.sandbox.turn_timeout)
+                .unwrap_or(TimeLimit {
+                    after: ctx.config.sandbox.turn_timeout,
+                    key: "[sandbox] turnTimeout",
+                }),
             exit_grace: EXIT_GRACE,
             log_dir: &log_dir,
             iteration: turn.iteration,
@@ -139,6 +169,17 @@ impl Sandboxed for WorkSandbox<'_> {
             },
         };
         let started = Instant::now();
+        // Roles do not share a container: nothing one wrote (its `$HOME`, its sessions, files it
+        // left uncommitted) reaches another but through the commits the host took in.
+        let writes = turn.role.max_turns().is_none();
+        if self.written_by.is_some_and(|role| role != turn.role)
+            && let Some(sandbox) = self.sandbox.take()
+        {
+            sandbox.remove()?;
+        }
+        if writes {
+            self.written_by = Some(turn.role);
+        }
         let sandbox = self.get()?;
         let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
             match event {
@@ -159,18 +200,54 @@ impl Sandboxed for WorkSandbox<'_> {
         Ok(outcome)
     }
 
+    /// The tip the host took in, checked in a fresh container from the image: a checkout made
+    /// from the work repository, a fresh `$HOME`, nothing the agent's container wrote; only the
+    /// work's build cache volume carries over from earlier gates.
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
-        self.handed_out = None;
-        let sandbox = self.get()?;
-        let outcome = gate::run(
-            sandbox,
-            &ctx.config.commands.check,
-            ctx.config.idle_timeout,
-            &ctx.redactor,
-        )?;
+        let commit = match &self.tip {
+            Some(tip) => tip.clone(),
+            None => self.repo.tip()?,
+        };
+        let started = Instant::now();
+        let key = format!("{}-gate", self.key.slug());
+        let cache = match &self.gate_cache {
+            Some(cache) => cache.clone(),
+            None => {
+                let name = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
+                sandbox::create_volume(&name, &ctx.run_id, &ctx.project)?;
+                self.gate_cache.insert(name).clone()
+            }
+        };
+        let mut env = ctx.sandbox_env();
+        env.extend(gate::cache_env());
+        let spec = SandboxSpec {
+            volume: Some((&cache, gate::CACHE)),
+            ..self.spec(&key, &env)
+        };
+        let sandbox = Sandbox::start(&spec)?;
+        let outcome = sandbox
+            .open_to_agent(gate::CACHE)
+            .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
+            .and_then(|()| {
+                gate::run(
+                    &sandbox,
+                    &ctx.config.commands.check,
+                    gate::Bounds {
+                        idle: ctx.config.idle_timeout,
+                        step: ctx.config.sandbox.turn_timeout,
+                    },
+                    &ctx.redactor,
+                )
+            });
+        let removed = sandbox.remove();
+        let outcome = GateOutcome {
+            commit: Some(commit),
+            ..outcome?
+        };
+        removed?;
         ctx.report
-            .record_gate(&self.key.to_string(), outcome.passed);
+            .record_gate(&self.key.to_string(), outcome.passed, started.elapsed());
         Ok(outcome)
     }
 
@@ -211,6 +288,9 @@ impl Drop for WorkSandbox<'_> {
     fn drop(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
             let _ = sandbox.remove();
+        }
+        if let Some(cache) = self.gate_cache.take() {
+            let _ = sandbox::remove_volumes(&[&cache]);
         }
     }
 }

@@ -37,7 +37,10 @@ fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun
         prompt,
         resume: None,
         idle_timeout: Duration::from_secs(60),
-        time_limit: None,
+        time_limit: TimeLimit {
+            after: Duration::from_secs(600),
+            key: "[sandbox] turnTimeout",
+        },
         exit_grace: Duration::from_secs(5),
         log_dir,
         iteration,
@@ -476,9 +479,19 @@ fn commits_after_a_quiet_turn(sandbox: &Sandbox, known: &str, dir: &Path) -> Vec
         crate::ask::OUTBOX,
         "true",
     ];
-    let out = sandbox.exec_command(&argv).output().unwrap();
+    let mut child = sandbox
+        .exec_command(&argv)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let word = b" the-turns-word";
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, &[hand_out::MARKER, word, b"\n"].concat()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let marker = [b"\n", hand_out::MARKER, b"\n"].concat();
+    let marker = [b"\n", hand_out::MARKER, word, b"\n"].concat();
     let at = out
         .stdout
         .windows(marker.len())

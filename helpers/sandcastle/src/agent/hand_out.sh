@@ -1,8 +1,8 @@
-# The hand-out trailer (hand_out.rs), printed once nothing of the agent runs any more: the session
-# file "$session" if it is a regular file, then what the script "$hand_out" (checkout.rs) prints for
+# The hand-out trailer (hand_out.rs), printed once nothing of the agent runs any more: the turn's
+# marker line "$marker" (`sandcastle-hand-out 1 <the host's word>`), the session file "$session" if it is a regular file, then what the script "$hand_out" (checkout.rs) prints for
 # the checkout "$workspace" and the host's tip "$known", or the first line of why it printed nothing;
 # then the outbox "$outbox" of `sandcastle ask` if it is a regular file.
-printf '\nsandcastle-hand-out 1\n'
+printf '\n%s\n' "$marker"
 if [ -f "$session" ] && [ ! -L "$session" ]; then
   printf 'session %s\n' "$(wc -c < "$session")"
   cat -- "$session"

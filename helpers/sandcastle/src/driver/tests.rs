@@ -108,6 +108,7 @@ impl<'r> Script<'r> {
                     } else {
                         "error: test answer_is_42 failed".into()
                     },
+                    commit: None,
                 })
                 .collect(),
             asked: Vec::new(),
@@ -653,6 +654,7 @@ fn the_prompts_a_resumed_session_gets() {
         passed: false,
         failed_step: Some("cargo test".into()),
         tail: "test x ... FAILED\n".into(),
+        commit: None,
     };
     let nudge = gate_nudge(&gate, 2);
     assert!(nudge.contains("(gate run 2). It failed at `cargo test`."));

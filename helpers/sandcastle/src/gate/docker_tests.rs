@@ -18,7 +18,10 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
     let env = [("GATE_SECRET".to_string(), "gate-secret-value".to_string())];
     let sandbox = Sandbox::start(&spec(&test_run, "issue-1", &env)).unwrap();
     let redact = Redactor::new(&EnvFile { vars: env.to_vec() });
-    let idle = Duration::from_secs(30);
+    let idle = Bounds {
+        idle: Duration::from_secs(30),
+        step: Duration::from_secs(120),
+    };
 
     let passed = run(
         &sandbox,
@@ -32,7 +35,8 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
         GateOutcome {
             passed: true,
             failed_step: None,
-            tail: "one\n".into()
+            tail: "one\n".into(),
+            commit: None,
         }
     );
 
@@ -72,7 +76,10 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
     let hung = run(
         &sandbox,
         &steps(&[&["sleep", "60"]]),
-        Duration::from_secs(2),
+        Bounds {
+            idle: Duration::from_secs(2),
+            ..idle
+        },
         &redact,
     )
     .unwrap();
@@ -80,4 +87,21 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
     assert!(hung.tail.contains("idleTimeout"), "{}", hung.tail);
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(!exec(&sandbox, &["ps", "-eo", "args"]).contains("sleep 60"));
+
+    // A step that keeps talking is stopped all the same once it has run for `step`.
+    let started = std::time::Instant::now();
+    let chatty = run(
+        &sandbox,
+        &steps(&[&["sh", "-c", "while :; do echo tick; sleep 0.2; done"]]),
+        Bounds {
+            step: Duration::from_secs(3),
+            ..idle
+        },
+        &redact,
+    )
+    .unwrap();
+    assert!(!chatty.passed);
+    assert!(chatty.tail.contains("turnTimeout"), "{}", chatty.tail);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!exec(&sandbox, &["ps", "-eo", "args"]).contains("tick"));
 }

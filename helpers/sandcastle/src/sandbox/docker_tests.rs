@@ -76,6 +76,7 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         mounts: &[],
         env,
         tea: None,
+        volume: None,
     }
 }
 
@@ -136,8 +137,22 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
         exec(&sandbox, &["sh", "-c", "echo $SANDCASTLE_TEST_SECRET"]),
         "value-only-in-env"
     );
-    // A process of the container's own (PID 1) never had it.
-    assert!(!exec(&sandbox, &["cat", "/proc/1/environ"]).contains("value-only-in-env"));
+    // The container's own process (PID 1) is root's: the agent cannot even read its environment.
+    assert_eq!(
+        exec(
+            &sandbox,
+            &["sh", "-c", "awk '/^Uid/ {print $2}' /proc/1/status"]
+        ),
+        "0"
+    );
+    assert!(
+        !sandbox
+            .exec_command(&["cat", "/proc/1/environ"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
 
     sandbox.remove().unwrap();
     assert!(run.containers().is_empty());
@@ -201,11 +216,25 @@ fn remove_run_removes_every_container_of_the_run_only() {
     let first = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
     let _second = Sandbox::start(&spec(&run, "issue-2", &[])).unwrap();
     let _kept = Sandbox::start(&spec(&other, "issue-1", &[])).unwrap();
+    let project = Path::new("/nonexistent/sandcastle-test-project");
+    let (volume, kept_volume) = (format!("{}-cache", run.id), format!("{}-cache", other.id));
+    create_volume(&volume, &run.id, project).unwrap();
+    create_volume(&kept_volume, &other.id, project).unwrap();
+    let volume_exists = |name: &str| {
+        Command::new("docker")
+            .args(["volume", "inspect", name])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     assert_eq!(run.containers().len(), 2);
 
     remove_run(&run.id).unwrap();
     assert!(run.containers().is_empty());
     assert_eq!(other.containers().len(), 1);
+    assert!(!volume_exists(&volume), "the run's volumes go with it");
+    assert!(volume_exists(&kept_volume));
+    remove_run(&other.id).unwrap();
+    assert!(!volume_exists(&kept_volume));
     // Both are idempotent: Ctrl-C removes the run while workers still hold their sandboxes.
     remove_run(&run.id).unwrap();
     first.remove().unwrap();

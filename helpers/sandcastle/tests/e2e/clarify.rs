@@ -272,7 +272,7 @@ fn a_slow_assessment_is_cut_at_the_timeout_and_work_starts() {
     );
     let report = h.last_report().to_string();
     assert!(
-        report.contains("took longer than 3s and was stopped"),
+        report.contains("ran for 3s ([clarify] timeout) and was stopped"),
         "{report}"
     );
     assert!(h.comments_of(issue).is_empty());

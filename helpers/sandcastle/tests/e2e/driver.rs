@@ -97,7 +97,7 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
     );
     let body = h.only_pull_body();
     assert!(
-        body.contains("`check` passed, run by sandcastle itself (gate runs: 2)"),
+        body.contains("run by sandcastle itself in a fresh sandbox with a checkout of that commit (gate runs: 2)"),
         "{body}"
     );
     assert_eq!(

@@ -3,6 +3,7 @@
 mod asks;
 mod clarify;
 mod cluster;
+mod containment;
 mod driver;
 mod faults;
 mod forge_out;
