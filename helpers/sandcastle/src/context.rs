@@ -6,6 +6,7 @@ use crate::git::{self, Credentials};
 use crate::planning::PlanMemo;
 use crate::progress::Progress;
 use crate::prompts;
+use crate::proxy::{Credential, Proxy, Upstream};
 use crate::report::Report;
 use crate::sandbox::{self, TeaLogin};
 use crate::secrets::{EnvFile, Redactor};
@@ -15,8 +16,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Keys of `.sandcastle/.env` that are the orchestrator's own and never reach a sandbox.
-pub const HOST_ONLY_KEYS: [&str; 3] = ["FORGEJO_TOKEN", "FORGEJO_USER", "FORGEJO_AGENT_TOKEN"];
+/// Keys of `.sandcastle/.env` that are the orchestrator's own and never reach a sandbox: the forge
+/// logins, and the model credential and endpoint, which only the model proxy uses (`proxy.rs`).
+pub const HOST_ONLY_KEYS: [&str; 7] = [
+    "FORGEJO_TOKEN",
+    "FORGEJO_USER",
+    "FORGEJO_AGENT_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
 
 pub struct Context {
     /// The project's root: the directory holding `.sandcastle/`.
@@ -49,6 +59,8 @@ pub struct Context {
     pub clarifies: bool,
     /// The question handlers' side of the run (`asking`).
     pub handlers: Handlers,
+    /// The model proxy every sandbox reaches the model through; the only holder of the credential.
+    pub proxy: Proxy,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -81,6 +93,13 @@ impl Settings {
             user: get("FORGEJO_USER")?,
             token: get("FORGEJO_TOKEN")?,
         })
+    }
+
+    /// The model proxy's upstream: `ANTHROPIC_BASE_URL` and the credential, from `.sandcastle/.env`
+    /// or the environment.
+    pub fn upstream(&self) -> Result<Upstream> {
+        let credential = Credential::from(|key| self.env.get(key))?;
+        Upstream::new(self.env.get("ANTHROPIC_BASE_URL"), credential)
     }
 
     /// The forge client of the run: everything it sends is redacted.
@@ -117,6 +136,7 @@ impl Context {
     /// the run before it changes anything.
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
+        let proxy = Proxy::start(settings.upstream()?)?;
         let forge = settings.forge(&creds);
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
@@ -152,6 +172,7 @@ impl Context {
             held_claims: Mutex::new(Vec::new()),
             clarifies,
             handlers: Handlers::detached(),
+            proxy,
         })
     }
 
@@ -181,7 +202,8 @@ impl Context {
 
     /// What every agent process in a sandbox gets, by name on each `docker exec`: the keys
     /// `.sandcastle/.env` declares but the orchestrator's own (`HOST_ONLY_KEYS`), with empty values
-    /// filled from the environment, the forge URL, and the settings that keep Claude Code from
+    /// filled from the environment, the forge URL (the model's address and placeholder key are
+    /// each work's own: `proxy::WorkProxy::sandbox_env`), and the settings that keep Claude Code from
     /// calling anything but the Messages API (without them it looks up and calls Anthropic's other
     /// hosts, and tries to update itself).
     pub fn sandbox_env(&self) -> Vec<(String, String)> {

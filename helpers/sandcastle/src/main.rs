@@ -24,8 +24,10 @@ mod plan;
 mod planning;
 mod progress;
 mod prompts;
+mod proxy;
 mod publish;
 mod questions;
+mod relay;
 mod report;
 mod reviews;
 mod role;
@@ -87,6 +89,10 @@ enum Command {
     /// Inside a sandbox: ask a person without stopping (the answer is a later prompt). Prints
     /// `{"key":…,"revision":…,"status":"open"}`; a refused ask exits 2 with one line.
     Ask(ask::AskArgs),
+    /// Inside a sandbox, as its main process: pass the loopback port's connections to the host's
+    /// model proxy socket.
+    #[command(hide = true)]
+    Relay(relay::RelayArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +102,9 @@ fn main() -> ExitCode {
     };
     if let Some(Command::Ask(args)) = cli.command {
         return ask::command(args);
+    }
+    if let Some(Command::Relay(args)) = cli.command {
+        return relay::command(args);
     }
     let project = match cli.project {
         Some(dir) => std::fs::canonicalize(&dir).map_err(|e| {
@@ -114,7 +123,9 @@ fn main() -> ExitCode {
         Some(Command::Answer { issue, text }) => {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
-        Some(Command::Ask(_)) => unreachable!("answered above, without a project"),
+        Some(Command::Ask(_) | Command::Relay(_)) => {
+            unreachable!("answered above, without a project")
+        }
     });
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 //! Secrets never appear in a docker argument: variables are passed by name (`-e NAME`) and their
 //! values are set on the environment of the `docker` process itself, which hands them to the engine.
 use crate::deadline::{self, Watchdog};
+use crate::proxy;
 use anyhow::{Context, Result, bail};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
@@ -48,6 +49,15 @@ pub struct SandboxSpec<'a> {
     pub env: &'a [(String, String)],
     /// The read-only forge login `configure-tea` sets up for `tea`, if the project has one.
     pub tea: Option<&'a TeaLogin<'a>>,
+    /// The container's main process: the relay to the work's model proxy socket.
+    pub relay: Relay<'a>,
+}
+
+/// The work's end of the host's model proxy (`proxy.rs`): the host directory holding its socket,
+/// mounted read-only, and the loopback port `sandcastle relay` listens on inside.
+pub struct Relay<'a> {
+    pub socket_dir: &'a Path,
+    pub port: u16,
 }
 
 /// What `configure-tea --url` gets, for one `docker exec` only.
@@ -221,7 +231,9 @@ impl Sandbox {
     }
 }
 
-/// The arguments of `docker run` for `spec`: no variable and no mount but the read-only `mounts`.
+/// The arguments of `docker run` for `spec`: no variable and no mount but the read-only `mounts`
+/// and the proxy's socket directory; the main process is the relay, as the container's root
+/// without capabilities (every exec names the agent user).
 fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
     let mut args: Vec<String> = vec![
         "run".into(),
@@ -246,6 +258,16 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         spec.memory.into(),
         "--network".into(),
         spec.network.into(),
+        "--user".into(),
+        "0:0".into(),
+        "-v".into(),
+        format!(
+            "{}:{}:ro",
+            spec.relay.socket_dir.display(),
+            proxy::SOCKET_DIR_IN_SANDBOX
+        ),
+        "--entrypoint".into(),
+        "sandcastle".into(),
     ];
     for mount in spec.mounts {
         let Some((host, container)) = mount.split_once(':') else {
@@ -273,7 +295,14 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         }
         args.extend(["-v".into(), format!("{}:{container}:ro", host.display())]);
     }
-    args.push(spec.image.into());
+    args.extend([
+        spec.image.into(),
+        "relay".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{}", spec.relay.port),
+        "--socket".into(),
+        format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
+    ]);
     Ok(args)
 }
 
@@ -529,6 +558,10 @@ mod tests {
             mounts,
             env,
             tea: None,
+            relay: Relay {
+                socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
+                port: 41000,
+            },
         }
     }
 
@@ -547,8 +580,12 @@ mod tests {
             &format!("--label sandcastle.project={}", dir.path().display()),
             &format!("--label sandcastle.host={} --init", host_name()),
             "--cap-drop ALL --security-opt no-new-privileges",
-            "--pids-limit 1024 --memory 4g --network host",
-            &format!("-v {}:/nix/store:ro sandcastle:test", cache.display()),
+            "--pids-limit 1024 --memory 4g --network host --user 0:0",
+            "-v /tmp/sandcastle-proxy-x:/run/sandcastle:ro --entrypoint sandcastle",
+            &format!(
+                "-v {}:/nix/store:ro sandcastle:test relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock",
+                cache.display()
+            ),
         ] {
             assert!(joined.contains(expected), "{expected:?} not in {joined:?}");
         }
@@ -556,7 +593,7 @@ mod tests {
             !args.iter().any(|a| a == "-e"),
             "no variable at creation: {joined}"
         );
-        assert_eq!(args.iter().filter(|a| *a == "-v").count(), 1, "{joined}");
+        assert_eq!(args.iter().filter(|a| *a == "-v").count(), 2, "{joined}");
         assert!(!joined.contains("s3cret-key"));
     }
 

@@ -10,8 +10,9 @@ use crate::git::WorkRepo;
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
+use crate::proxy::WorkProxy;
 use crate::role::WorkKey;
-use crate::sandbox::{Sandbox, SandboxSpec};
+use crate::sandbox::{Relay, Sandbox, SandboxSpec};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,6 +29,8 @@ pub struct WorkSandbox<'a> {
     /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
     work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
+    /// This work's socket of the model proxy, opened with the sandbox.
+    proxy: Option<WorkProxy>,
     /// What the last turn's own exec handed out of the checkout, until the commits are taken or
     /// anything else runs in the sandbox.
     handed_out: Option<HandedOut>,
@@ -55,6 +58,7 @@ impl<'a> WorkSandbox<'a> {
             repo,
             work_env: Vec::new(),
             sandbox: None,
+            proxy: None,
             handed_out: None,
             handed_ask: None,
             tip: None,
@@ -74,8 +78,10 @@ impl<'a> WorkSandbox<'a> {
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
+            let proxy = ctx.proxy.open(&self.key.to_string())?;
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
+            env.extend(proxy.sandbox_env());
             let tea = ctx.tea_login();
             let limits = &ctx.config.sandbox;
             let spec = SandboxSpec {
@@ -89,8 +95,13 @@ impl<'a> WorkSandbox<'a> {
                 mounts: &limits.mounts,
                 env: &env,
                 tea: tea.as_ref(),
+                relay: Relay {
+                    socket_dir: proxy.dir(),
+                    port: proxy.port,
+                },
             };
             let sandbox = Sandbox::start(&spec)?;
+            self.proxy = Some(proxy);
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
             checkout::seed(sandbox, self.repo, &ctx.remote)?;

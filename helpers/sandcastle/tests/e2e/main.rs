@@ -6,6 +6,7 @@ mod cluster;
 mod driver;
 mod faults;
 mod harness;
+mod proxy;
 mod questions;
 mod spend;
 mod trust;

@@ -1,0 +1,163 @@
+//! The proxy with the relay in front of it, against the scripted Messages API: what a sandbox's
+//! Claude Code sends, over TCP to the relay and on through the work's socket.
+use super::*;
+use fake_anthropic::{FakeAnthropic, Scenario};
+use serde_json::json;
+
+const REAL_KEY: &str = "sk-ant-real-operator-key";
+
+fn model() -> FakeAnthropic {
+    let scenario = json!([{"match": "hello", "turns": [{"text": "hi there"}]}]);
+    FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap()
+}
+
+fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
+    Proxy::start(Upstream::new(Some(model.url()), credential).unwrap()).unwrap()
+}
+
+/// A relay on a port of 127.0.0.1 passing to `work`'s socket, as in a sandbox; its base URL.
+fn relay_to(work: &WorkProxy) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let socket: Arc<Path> = Arc::from(work.socket().as_path());
+    std::thread::spawn(move || crate::relay::serve(listener, socket));
+    url
+}
+
+fn ask(base: &str, key: Option<&str>, stream: bool) -> (u16, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut request = agent
+        .post(format!("{base}/v1/messages"))
+        .header("anthropic-version", "2023-06-01");
+    if let Some(key) = key {
+        request = request.header("x-api-key", key);
+    }
+    let body = json!({
+        "model": "claude-test", "max_tokens": 10, "stream": stream,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]
+    });
+    let mut response = request.send_json(body).unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap())
+}
+
+fn placeholder(work: &WorkProxy) -> String {
+    let env = work.sandbox_env();
+    env.iter()
+        .find(|(k, _)| k == "ANTHROPIC_API_KEY")
+        .map(|(_, v)| v.clone())
+        .unwrap()
+}
+
+#[test]
+fn a_request_with_the_works_key_reaches_the_model_with_the_real_credential_only() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1").unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    assert!(!key.contains(REAL_KEY));
+
+    let (status, body) = ask(&base, Some(&key), false);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("hi there"), "{body}");
+    let (status, body) = ask(&base, Some(&key), true);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("event: message_start"), "{body}");
+    assert!(body.contains("hi there"), "{body}");
+
+    assert_eq!(model.credentials(), [REAL_KEY.to_string()]);
+}
+
+#[test]
+fn another_works_key_or_none_is_refused_before_the_model_hears_of_it() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1").unwrap();
+    let other = proxy.open("issue #2").unwrap();
+    let base = relay_to(&work);
+
+    for key in [Some(placeholder(&other)), None, Some(REAL_KEY.to_string())] {
+        let (status, body) = ask(&base, key.as_deref(), false);
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("authentication_error"), "{body}");
+    }
+    assert!(model.credentials().is_empty());
+    assert!(model.requests().is_empty());
+}
+
+#[test]
+fn each_credential_goes_in_its_own_header() {
+    for (credential, sent) in [
+        (
+            Credential::AuthToken("tok-auth-123456".into()),
+            "Bearer tok-auth-123456",
+        ),
+        (
+            Credential::OAuth("tok-oauth-123456".into()),
+            "Bearer tok-oauth-123456",
+        ),
+    ] {
+        let model = model();
+        let proxy = proxy_to(&model, credential);
+        let work = proxy.open("issue #1").unwrap();
+        let base = relay_to(&work);
+        let (status, body) = ask(&base, Some(&placeholder(&work)), false);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(model.credentials(), [sent.to_string()]);
+    }
+}
+
+#[test]
+fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
+    let model = model();
+    let proxy = Proxy::start(
+        Upstream::new(
+            Some("http://127.0.0.1:1".into()),
+            Credential::ApiKey(REAL_KEY.into()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let work = proxy.open("issue #1").unwrap();
+    let base = relay_to(&work);
+    let (status, body) = ask(&base, Some(&placeholder(&work)), false);
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        body.contains("api_error") && !body.contains(REAL_KEY),
+        "{body}"
+    );
+
+    let dir = work.dir().to_path_buf();
+    drop(work);
+    assert!(!dir.exists());
+    drop(model);
+}
+
+#[test]
+fn credentials_are_taken_in_order_and_a_missing_one_names_the_keys() {
+    let pick = |set: &[&str]| {
+        let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        Credential::from(|key| set.contains(&key.to_string()).then(|| format!("v-{key}")))
+    };
+    assert!(matches!(
+        pick(&["CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY"]),
+        Ok(Credential::ApiKey(_))
+    ));
+    assert!(matches!(
+        pick(&["CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"]),
+        Ok(Credential::AuthToken(_))
+    ));
+    let Err(error) = pick(&[]) else {
+        panic!("no credential is an error")
+    };
+    assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");
+    let Err(error) = Upstream::new(Some("not a url".into()), Credential::ApiKey("k".into())) else {
+        panic!("a bad URL is an error")
+    };
+    assert!(error.to_string().contains("ANTHROPIC_BASE_URL"), "{error}");
+}
