@@ -1,7 +1,7 @@
 //! The values a config gets for the keys it omits (documented in the README's config reference).
 use std::time::Duration;
 
-use crate::{Clarify, Handler, Models, Questions, Sandbox};
+use crate::{Clarify, Handler, Models, Network, Questions, Sandbox};
 
 pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
@@ -22,7 +22,7 @@ pub(crate) fn models() -> Models {
 
 pub(crate) fn sandbox() -> Sandbox {
     Sandbox {
-        network: "bridge".into(),
+        network: Network::None,
         memory: "4g".into(),
         pids_limit: 1024,
         mounts: Vec::new(),

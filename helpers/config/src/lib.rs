@@ -164,14 +164,51 @@ pub struct Commands {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sandbox {
-    /// `docker run --network`; default `bridge`.
-    pub network: String,
+    /// `docker run --network`; default `none` (loopback only: the model and the allowed hosts are
+    /// reached through sandcastle's proxy).
+    pub network: Network,
     /// `docker run --memory`; default `4g`.
     pub memory: String,
     /// `docker run --pids-limit`; default 1024.
     pub pids_limit: u32,
     /// Extra read-only mounts, `host:container`.
     pub mounts: Vec<String>,
+}
+
+/// The network a sandbox's container is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// Loopback only: everything goes through sandcastle's proxy.
+    None,
+    /// Docker's default bridge: direct network access.
+    Bridge,
+    /// The host's network: direct network access, and the host's own loopback services.
+    Host,
+}
+
+impl Network {
+    pub const ALL: [Network; 3] = [Network::None, Network::Bridge, Network::Host];
+
+    /// As written in the config and given to `docker run --network`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Bridge => "bridge",
+            Network::Host => "host",
+        }
+    }
+
+    /// Whether a sandbox on it reaches other hosts without the proxy.
+    pub fn is_direct(self) -> bool {
+        self != Network::None
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A one-line error naming the file, `line:column` where known, and the fix.

@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Questions, Review,
-    Sandbox, defaults, forge, image, mounts, suggest,
+    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Network, Questions,
+    Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -148,7 +148,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
             None => sandbox_default,
             Some(sandbox) => Sandbox {
                 network: sandbox
-                    .word("network", "\"bridge\"")?
+                    .network("network", "\"none\"")?
                     .unwrap_or(sandbox_default.network),
                 memory: sandbox
                     .memory("memory", "\"4g\"")?
@@ -511,6 +511,23 @@ impl<'a> Section<'a> {
     }
 
     /// A list of question handlers, each named once.
+    fn network(&self, key: &str, example: &str) -> Result<Option<Network>, ConfigError> {
+        let Some((name, span)) = self.string_at(key, example)? else {
+            return Ok(None);
+        };
+        match Network::ALL.into_iter().find(|n| n.name() == name) {
+            Some(network) => Ok(Some(network)),
+            None => Err(self.source.error(
+                span,
+                format!(
+                    "`{}` \"{name}\" is not a sandbox network; use \"none\" (loopback only, through sandcastle's proxy), or \"bridge\" or \"host\" for direct network access, e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            )),
+        }
+    }
+
     fn handlers(&self, key: &str, example: &str) -> Result<Option<Vec<Handler>>, ConfigError> {
         let Some(entries) = self.strings(key, example)? else {
             return Ok(None);

@@ -70,7 +70,7 @@ fn defaults() -> Value {
                 ["cargo", "fmt"],
             ],
         },
-        "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [] },
+        "sandbox": { "network": "none", "memory": "4g", "pidsLimit": 1024, "mounts": [] },
         "review": { "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },

@@ -139,7 +139,9 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     if report
         .line(
             "docker",
-            sandbox::engine_answers().map(|()| "the engine answers".to_string()),
+            sandbox::engine_is_local()
+                .and_then(|()| sandbox::engine_answers())
+                .map(|()| "the engine answers".to_string()),
         )
         .is_some()
         && report
@@ -149,6 +151,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             )
             .is_some()
     {
+        report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
         report.line(
             "programs",
             sandbox::image_has_programs(&config.image_name, &ORCHESTRATOR_PROGRAMS).map(|()| {

@@ -38,7 +38,7 @@ pub struct SandboxSpec<'a> {
     pub project: &'a Path,
     /// `issue-42` or `pr-7`; part of the container name.
     pub key: &'a str,
-    pub network: &'a str,
+    pub network: sandcastle_config::Network,
     pub memory: &'a str,
     pub pids_limit: u32,
     /// `host:container` pairs, mounted read-only.
@@ -257,7 +257,7 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         "--memory".into(),
         spec.memory.into(),
         "--network".into(),
-        spec.network.into(),
+        spec.network.name().into(),
         "--user".into(),
         "0:0".into(),
         "-v".into(),
@@ -479,6 +479,30 @@ pub fn engine_answers() -> Result<()> {
     })
 }
 
+/// The engine runs on this host, where it can mount the proxy's socket directory: `DOCKER_HOST`
+/// unset or a Unix socket. A remote engine (`tcp://`, `ssh://`) is refused with the reason.
+pub fn engine_is_local() -> Result<()> {
+    let host = std::env::var("DOCKER_HOST").unwrap_or_default();
+    if host.is_empty() || host.starts_with("unix://") {
+        return Ok(());
+    }
+    bail!(
+        "DOCKER_HOST={host} is a remote engine, which cannot mount the socket sandboxes reach the model through: run sandcastle on the engine's host"
+    )
+}
+
+/// What a sandbox on `network` can reach, for the start line and `doctor`.
+pub fn network_says(network: sandcastle_config::Network) -> String {
+    if network.is_direct() {
+        format!(
+            "sandboxes have direct network access ([sandbox] network = \"{network}\"); the model key stays on the host"
+        )
+    } else {
+        "sandboxes have no network but loopback; the model is reached through sandcastle's proxy"
+            .to_string()
+    }
+}
+
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 /// Meaningful only where the engine answers ([`engine_answers`]).
 pub fn image_exists(image: &str) -> Result<()> {
@@ -552,7 +576,7 @@ mod tests {
             run_id: "20261202T130405Z-1",
             project,
             key: "issue-42",
-            network: "host",
+            network: sandcastle_config::Network::Host,
             memory: "4g",
             pids_limit: 1024,
             mounts,

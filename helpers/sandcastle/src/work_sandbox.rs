@@ -89,7 +89,7 @@ impl<'a> WorkSandbox<'a> {
                 run_id: &ctx.run_id,
                 project: &ctx.project,
                 key: &self.key.slug(),
-                network: &limits.network,
+                network: limits.network,
                 memory: &limits.memory,
                 pids_limit: limits.pids_limit,
                 mounts: &limits.mounts,

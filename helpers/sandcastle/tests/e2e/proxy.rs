@@ -54,6 +54,16 @@ fn container_holds_key(id: &str) -> String {
 /// it, the agent's model calls succeed, and the model server got the real key from the proxy.
 #[test]
 fn the_model_key_never_enters_a_sandbox() {
+    key_stays_out("");
+}
+
+/// The same on the host's network, the opt-out: direct network access, and still no key.
+#[test]
+fn the_model_key_never_enters_a_sandbox_on_the_hosts_network() {
+    key_stays_out("[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n");
+}
+
+fn key_stays_out(config: &str) {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
@@ -66,7 +76,7 @@ fn the_model_key_never_enters_a_sandbox() {
     );
     let h = one_issue(
         json!([{"bash": look, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
-        "",
+        config,
     );
 
     let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/looked");
@@ -89,4 +99,126 @@ fn the_model_key_never_enters_a_sandbox() {
     assert!(!h.anthropic.requests().is_empty());
     assert_eq!(h.anthropic.credentials(), [KEY.to_string()]);
     assert_eq!(h.pulls().len(), 1, "the work published");
+}
+
+/// On the default network the sandbox reaches neither the forge nor the model server directly,
+/// and cannot stop or look into the relay; its model calls go on through the relay all the same.
+#[test]
+fn a_sandbox_reaches_nothing_directly_and_cannot_touch_the_relay() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    // The ports are the test's to tell: they exist only once the servers run.
+    let probe = "touch /tmp/ready; for i in $(seq 600); do [ -s /tmp/ports ] && break; sleep 0.1; done; \
+         { for port in $(cat /tmp/ports); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && echo \"REACHED $port\" || echo \"refused $port\"; done; \
+         for pid in $(ps -eo pid=,user= | awk '$2==\"root\"{print $1}'); do kill -9 $pid 2>/dev/null && echo \"KILLED $pid\" || echo \"not killed $pid\"; \
+         tr '\\0' '\\n' < /proc/$pid/environ >/dev/null 2>&1 && echo \"READ $pid\"; done; } > probe.txt; \
+         git add probe.txt && git commit -qm 'What the sandbox reached'";
+    let h = one_issue(
+        json!([{"bash": probe, "description": "probe"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/ready");
+    let ports = format!("{} {}", port_of(h.forge.url()), h.anthropic.port());
+    for id in h.containers() {
+        let told = Command::new("docker")
+            .args([
+                "exec",
+                &id,
+                "sh",
+                "-c",
+                &format!("echo {ports} > /tmp/ports"),
+            ])
+            .status()
+            .unwrap();
+        assert!(told.success());
+    }
+    assert!(run.wait().unwrap().success());
+
+    let probe = h.remote_file("sandcastle/issue-1", "probe.txt");
+    assert!(
+        !probe.contains("REACHED") && !probe.contains("KILLED"),
+        "{probe}"
+    );
+    assert!(!probe.contains("READ"), "{probe}");
+    assert!(
+        probe.contains("not killed"),
+        "the relay and the init are root's:\n{probe}"
+    );
+    assert_eq!(probe.matches("refused").count(), 2, "{probe}");
+    assert_eq!(h.pulls().len(), 1, "the model answered after the attempts");
+}
+
+fn port_of(url: &str) -> u16 {
+    url.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The relay dies in one sandbox mid-turn (the agent cannot kill it: it is root's): that work
+/// fails, with its sandbox gone; the other work of the pass publishes.
+#[test]
+fn a_dead_relay_fails_only_its_own_work() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let plan = r#"<plan>{"issues":[{"id":1,"title":"One","branch":"sandcastle/issue-1"},{"id":2,"title":"Two","branch":"sandcastle/issue-2"}]}</plan>"#;
+    let wait = "touch /tmp/ready; for i in $(seq 600); do [ -f /tmp/go ] && break; sleep 0.1; done; echo late > late.txt";
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: planner", "turns": [{"text": format!("Both. {plan}")}]},
+            reviewer(),
+            {"match": "The issue: #1\n", "turns": [{"bash": wait, "description": "wait"}, {"text": format!("Done. {COMPLETE}")}]},
+            {"match": "The issue: #2\n", "turns": [
+                {"bash": "echo two > two.txt && git add two.txt && git commit -qm Two", "description": "commit"},
+                {"text": format!("Done. {COMPLETE}")}]},
+        ]),
+        "maxConcurrency = 2",
+    );
+    h.create_issue("One", "Wait.", &["ready-for-agent"]);
+    h.create_issue("Two", "Commit.", &["ready-for-agent"]);
+
+    let mut run = h
+        .command(&["run", "--once"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    h.wait_for_file(&mut run, "/tmp/ready");
+    let one = h
+        .containers()
+        .into_iter()
+        .find(|id| {
+            let name = Command::new("docker")
+                .args(["inspect", "--format", "{{.Name}}", id])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&name.stdout)
+                .trim_end()
+                .ends_with("-issue-1")
+        })
+        .expect("issue 1's sandbox");
+    let killed = Command::new("docker")
+        .args(["exec", &one, "sh", "-c"])
+        .arg("kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+
+    assert!(!output.status.success(), "a work failed");
+    let pulls = h.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!(pulls[0]["head"]["ref"], "sandcastle/issue-2");
+    assert!(h.remote_log("sandcastle/issue-1").is_empty());
+    assert!(
+        stderr.contains("sandboxes have no network but loopback"),
+        "{stderr}"
+    );
+    assert!(h.containers().is_empty());
 }
