@@ -136,7 +136,10 @@ impl Context {
     /// the run before it changes anything.
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
-        let proxy = Proxy::start(settings.upstream()?)?;
+        let proxy = Proxy::start(
+            settings.upstream()?,
+            settings.config.budget.max_cost_per_run,
+        )?;
         let forge = settings.forge(&creds);
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));

@@ -14,6 +14,7 @@ use crate::git::WorkRepo;
 use crate::outbox::{self, Due};
 use crate::plan::branch_for;
 use crate::prompts;
+use crate::proxy::Budget;
 use crate::publish;
 use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
@@ -141,7 +142,13 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         state.start_commit = Some(repo.tip()?);
         state.save(&ctx.state_dir())?;
     }
-    let mut sandbox = WorkSandbox::new(ctx, key, &repo).with_env(&outbox::sandbox_env(key, &state));
+    let budget = Budget {
+        spent: state.cost_usd,
+        limit: ctx.config.budget.max_cost_per_issue,
+    };
+    let mut sandbox = WorkSandbox::new(ctx, key, &repo)
+        .with_env(&outbox::sandbox_env(key, &state))
+        .with_budget(budget);
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
 

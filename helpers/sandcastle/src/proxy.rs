@@ -7,20 +7,27 @@
 //! operator's `ANTHROPIC_BASE_URL` with the real credential added here. Responses stream back
 //! chunk by chunk (server-sent events are never gathered whole).
 //!
+//! The proxy meters every answer from the API's own `usage` (`meter.rs`) per work, and refuses a
+//! work's next request once its budget or the run's is spent, with an error Claude Code shows.
+//!
 //! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
 //! blocking pool, so the proxy shares the client (TLS roots, proxies) the rest of sandcastle uses.
+mod meter;
+
+use crate::stream::Usage;
 use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
+use meter::Scan;
 use std::convert::Infallible;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
@@ -129,10 +136,26 @@ impl Upstream {
 pub struct Proxy {
     runtime: tokio::runtime::Runtime,
     upstream: Arc<Upstream>,
+    run: Arc<RunMeter>,
+}
+
+/// What the whole run has spent through the proxy, against `[budget] maxCostPerRun`.
+struct RunMeter {
+    limit: Option<f64>,
+    spent: Mutex<f64>,
+}
+
+/// What a work had spent before its socket opened (in earlier runs too), against
+/// `[budget] maxCostPerIssue`; no limit for work that is no issue's (the planner).
+#[derive(Clone, Copy, Default)]
+pub struct Budget {
+    pub spent: f64,
+    pub limit: Option<f64>,
 }
 
 impl Proxy {
-    pub fn start(upstream: Upstream) -> Result<Proxy> {
+    /// `run_limit` is `[budget] maxCostPerRun`.
+    pub fn start(upstream: Upstream, run_limit: Option<f64>) -> Result<Proxy> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sandcastle-proxy")
@@ -142,12 +165,16 @@ impl Proxy {
         Ok(Proxy {
             runtime,
             upstream: Arc::new(upstream),
+            run: Arc::new(RunMeter {
+                limit: run_limit,
+                spent: Mutex::new(0.0),
+            }),
         })
     }
 
     /// A socket for the work `key`, in a new host directory that only this work's container
     /// mounts; closed and removed when the returned value drops.
-    pub fn open(&self, key: &str) -> Result<WorkProxy> {
+    pub fn open(&self, key: &str, budget: Budget) -> Result<WorkProxy> {
         let dir = tempfile::Builder::new()
             .prefix("sandcastle-proxy-")
             .tempdir()
@@ -163,6 +190,9 @@ impl Proxy {
             key: key.to_string(),
             token: format!("sandcastle-work-{}", uuid::Uuid::new_v4().simple()),
             upstream: Arc::clone(&self.upstream),
+            run: Arc::clone(&self.run),
+            budget,
+            meter: Mutex::default(),
         });
         let task = {
             let _entered = self.runtime.enter();
@@ -206,6 +236,12 @@ impl WorkProxy {
         ]
     }
 
+    /// What the work spent through the proxy since the last call: the turn's own figures.
+    pub fn take_usage(&self) -> Usage {
+        let mut meter = self.work.meter.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut meter.unread)
+    }
+
     #[cfg(test)]
     pub fn socket(&self) -> std::path::PathBuf {
         self.dir.path().join(SOCKET_NAME)
@@ -227,11 +263,57 @@ fn free_loopback_port() -> Result<u16> {
 
 /// What the proxy knows of the work a socket belongs to.
 struct Work {
-    #[allow(dead_code)]
+    /// `issue #42`: named in a refusal.
     key: String,
     /// The placeholder key the work's sandbox holds: the only key its requests may carry.
     token: String,
     upstream: Arc<Upstream>,
+    run: Arc<RunMeter>,
+    budget: Budget,
+    meter: Mutex<WorkMeter>,
+}
+
+#[derive(Default)]
+struct WorkMeter {
+    /// Since the socket opened.
+    cost_usd: f64,
+    /// Since the host last took it (`WorkProxy::take_usage`).
+    unread: Usage,
+}
+
+impl Work {
+    fn record(&self, usage: &Usage) {
+        let mut meter = self.meter.lock().unwrap_or_else(|e| e.into_inner());
+        meter.cost_usd += usage.cost_usd;
+        meter.unread.add(usage);
+        *self.run.spent.lock().unwrap_or_else(|e| e.into_inner()) += usage.cost_usd;
+    }
+
+    /// Why the next request may not go on: a spent budget, said as the driver says it.
+    fn spent_budget(&self) -> Option<String> {
+        let own = self.budget.spent
+            + self
+                .meter
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .cost_usd;
+        if let Some(limit) = self.budget.limit
+            && own >= limit
+        {
+            return Some(format!(
+                "sandcastle stopped {}: it has cost ${own:.2}, which reaches [budget] maxCostPerIssue (${limit:.2})",
+                self.key
+            ));
+        }
+        let run = *self.run.spent.lock().unwrap_or_else(|e| e.into_inner());
+        match self.run.limit {
+            Some(limit) if run >= limit => Some(format!(
+                "sandcastle stopped {}: this run has spent ${run:.2}, which reaches [budget] maxCostPerRun (${limit:.2})",
+                self.key
+            )),
+            _ => None,
+        }
+    }
 }
 
 async fn serve(listener: tokio::net::UnixListener, work: Arc<Work>) {
@@ -256,7 +338,7 @@ async fn serve(listener: tokio::net::UnixListener, work: Arc<Work>) {
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
-async fn handle(work: &Work, request: Request<Incoming>) -> Response<Body> {
+async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> {
     if !carries_token(request.headers(), &work.token) {
         return refusal(
             StatusCode::UNAUTHORIZED,
@@ -270,6 +352,9 @@ async fn handle(work: &Work, request: Request<Incoming>) -> Response<Body> {
             "permission_error",
             "sandcastle's model proxy serves the Messages API only",
         );
+    }
+    if let Some(why) = work.spent_budget() {
+        return refusal(StatusCode::FORBIDDEN, "permission_error", &why);
     }
     match forward(work, request).await {
         Ok(response) => response,
@@ -312,7 +397,7 @@ fn passes_on(name: &http::HeaderName) -> bool {
     )
 }
 
-async fn forward(work: &Work, request: Request<Incoming>) -> Result<Response<Body>> {
+async fn forward(work: &Arc<Work>, request: Request<Incoming>) -> Result<Response<Body>> {
     let (parts, body) = request.into_parts();
     let body = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
         .collect()
@@ -337,23 +422,49 @@ async fn forward(work: &Work, request: Request<Incoming>) -> Result<Response<Bod
     for (name, value) in head.headers.iter().filter(|(n, _)| passes_on(n)) {
         response = response.header(name, value);
     }
+    // Only answers the API bills carry usage; an error's body is passed on unread.
+    let scan = head.status.is_success().then(|| {
+        let content_type = head.headers.get(http::header::CONTENT_TYPE);
+        Scan::new(content_type.and_then(|v| v.to_str().ok()).unwrap_or(""))
+    });
     let (sender, receiver) = mpsc::channel(16);
-    tokio::task::spawn_blocking(move || pump(body.into_reader(), &sender));
+    let work = Arc::clone(work);
+    tokio::task::spawn_blocking(move || {
+        if let Some(usage) = pump(body.into_reader(), &sender, scan) {
+            work.record(&usage);
+        }
+    });
     Ok(response.body(ChannelBody(receiver).boxed())?)
 }
 
-/// Passes the upstream body on chunk by chunk as it arrives, until it ends or the sandbox hangs up.
-fn pump(mut reader: impl Read, sender: &mpsc::Sender<std::io::Result<Bytes>>) {
+/// Passes the upstream body on chunk by chunk as it arrives, until it ends or the sandbox hangs
+/// up; what it cost, when `scan` read it whole (a sandbox that hangs up early has still been
+/// billed for what was sent: the meter reads on to the end).
+fn pump(
+    mut reader: impl Read,
+    sender: &mpsc::Sender<std::io::Result<Bytes>>,
+    mut scan: Option<Scan>,
+) -> Option<Usage> {
     let mut buffer = vec![0; CHUNK_BYTES];
+    let mut listening = true;
     loop {
-        let chunk = match reader.read(&mut buffer) {
-            Ok(0) => return,
-            Ok(n) => Ok(Bytes::copy_from_slice(&buffer[..n])),
-            Err(e) => Err(e),
+        let n = match reader.read(&mut buffer) {
+            Ok(0) => return scan.and_then(Scan::finish),
+            Ok(n) => n,
+            Err(e) => {
+                let _ = sender.blocking_send(Err(e));
+                return scan.and_then(Scan::finish);
+            }
         };
-        let failed = chunk.is_err();
-        if sender.blocking_send(chunk).is_err() || failed {
-            return;
+        if let Some(scan) = &mut scan {
+            scan.feed(&buffer[..n]);
+        }
+        listening = listening
+            && sender
+                .blocking_send(Ok(Bytes::copy_from_slice(&buffer[..n])))
+                .is_ok();
+        if !listening && scan.is_none() {
+            return None;
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::git::WorkRepo;
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
-use crate::proxy::WorkProxy;
+use crate::proxy::{Budget, WorkProxy};
 use crate::role::WorkKey;
 use crate::sandbox::{Relay, Sandbox, SandboxSpec};
 use anyhow::Result;
@@ -31,6 +31,8 @@ pub struct WorkSandbox<'a> {
     sandbox: Option<Sandbox>,
     /// This work's socket of the model proxy, opened with the sandbox.
     proxy: Option<WorkProxy>,
+    /// What the proxy lets this work spend.
+    budget: Budget,
     /// What the last turn's own exec handed out of the checkout, until the commits are taken or
     /// anything else runs in the sandbox.
     handed_out: Option<HandedOut>,
@@ -59,6 +61,7 @@ impl<'a> WorkSandbox<'a> {
             work_env: Vec::new(),
             sandbox: None,
             proxy: None,
+            budget: Budget::default(),
             handed_out: None,
             handed_ask: None,
             tip: None,
@@ -71,6 +74,12 @@ impl<'a> WorkSandbox<'a> {
         self
     }
 
+    /// Lets the proxy refuse this work's model requests past `budget`.
+    pub fn with_budget(mut self, budget: Budget) -> WorkSandbox<'a> {
+        self.budget = budget;
+        self
+    }
+
     pub fn log_dir(&self) -> &PathBuf {
         &self.log_dir
     }
@@ -78,7 +87,7 @@ impl<'a> WorkSandbox<'a> {
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
-            let proxy = ctx.proxy.open(&self.key.to_string())?;
+            let proxy = ctx.proxy.open(&self.key.to_string(), self.budget)?;
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
             env.extend(proxy.sandbox_env());
@@ -150,13 +159,17 @@ impl Sandboxed for WorkSandbox<'_> {
         };
         let started = Instant::now();
         let sandbox = self.get()?;
-        let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
+        let mut outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
             match event {
                 AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
                 AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
             }
             ctx.progress.update(&status);
         })?;
+        // What the API itself billed through the proxy, not what the agent's stream says.
+        if let Some(proxy) = &self.proxy {
+            outcome.usage = proxy.take_usage();
+        }
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
         self.handed_ask = outcome.ask.clone();

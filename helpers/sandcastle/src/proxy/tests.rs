@@ -12,7 +12,7 @@ fn model() -> FakeAnthropic {
 }
 
 fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
-    Proxy::start(Upstream::new(Some(model.url()), credential).unwrap()).unwrap()
+    Proxy::start(Upstream::new(Some(model.url()), credential).unwrap(), None).unwrap()
 }
 
 /// A relay on a port of 127.0.0.1 passing to `work`'s socket, as in a sandbox; its base URL.
@@ -57,7 +57,7 @@ fn placeholder(work: &WorkProxy) -> String {
 fn a_request_with_the_works_key_reaches_the_model_with_the_real_credential_only() {
     let model = model();
     let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
-    let work = proxy.open("issue #1").unwrap();
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
     let base = relay_to(&work);
     let key = placeholder(&work);
     assert!(!key.contains(REAL_KEY));
@@ -77,8 +77,8 @@ fn a_request_with_the_works_key_reaches_the_model_with_the_real_credential_only(
 fn another_works_key_or_none_is_refused_before_the_model_hears_of_it() {
     let model = model();
     let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
-    let work = proxy.open("issue #1").unwrap();
-    let other = proxy.open("issue #2").unwrap();
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let other = proxy.open("issue #2", Budget::default()).unwrap();
     let base = relay_to(&work);
 
     for key in [Some(placeholder(&other)), None, Some(REAL_KEY.to_string())] {
@@ -104,7 +104,7 @@ fn each_credential_goes_in_its_own_header() {
     ] {
         let model = model();
         let proxy = proxy_to(&model, credential);
-        let work = proxy.open("issue #1").unwrap();
+        let work = proxy.open("issue #1", Budget::default()).unwrap();
         let base = relay_to(&work);
         let (status, body) = ask(&base, Some(&placeholder(&work)), false);
         assert_eq!(status, 200, "{body}");
@@ -121,9 +121,10 @@ fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
             Credential::ApiKey(REAL_KEY.into()),
         )
         .unwrap(),
+        None,
     )
     .unwrap();
-    let work = proxy.open("issue #1").unwrap();
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
     let base = relay_to(&work);
     let (status, body) = ask(&base, Some(&placeholder(&work)), false);
     assert_eq!(status, 502, "{body}");
@@ -160,4 +161,53 @@ fn credentials_are_taken_in_order_and_a_missing_one_names_the_keys() {
         panic!("a bad URL is an error")
     };
     assert!(error.to_string().contains("ANTHROPIC_BASE_URL"), "{error}");
+}
+
+#[test]
+fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "costly", "usage": {"input_tokens": 100000, "output_tokens": 1000}}
+    ], "repeat_last": true}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    // Priced as the dearest model: 100k in at $15/M and 1k out at $75/M is $1.575.
+    let budget = Budget {
+        spent: 1.0,
+        limit: Some(2.5),
+    };
+    let work = proxy.open("issue #1", budget).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+
+    assert_eq!(ask(&base, Some(&key), true).0, 200);
+    let usage = work.take_usage();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (100_000, 1000));
+    assert!((usage.cost_usd - 1.575).abs() < 1e-9, "{usage:?}");
+    assert_eq!(work.take_usage().cost_usd, 0.0, "taken once");
+
+    let (status, body) = ask(&base, Some(&key), false);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("permission_error")
+            && body.contains("issue #1")
+            && body.contains("maxCostPerIssue ($2.50)"),
+        "{body}"
+    );
+    assert_eq!(model.requests().len(), 1, "the refused request never left");
+}
+
+#[test]
+fn a_spent_run_budget_refuses_every_work() {
+    let model = model();
+    let proxy = Proxy::start(
+        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Some(0.000001),
+    )
+    .unwrap();
+    let one = proxy.open("issue #1", Budget::default()).unwrap();
+    let two = proxy.open("issue #2", Budget::default()).unwrap();
+    assert_eq!(ask(&relay_to(&one), Some(&placeholder(&one)), false).0, 200);
+    let (status, body) = ask(&relay_to(&two), Some(&placeholder(&two)), false);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("maxCostPerRun"), "{body}");
 }

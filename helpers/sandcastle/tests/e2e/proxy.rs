@@ -222,3 +222,61 @@ fn a_dead_relay_fails_only_its_own_work() {
     );
     assert!(h.containers().is_empty());
 }
+
+/// A tool call spends through the proxy behind Claude Code's back: its own stream reports next to
+/// nothing, the proxy's meter reports what the API billed, refuses the agent's next request, and
+/// the work stops on `maxCostPerIssue` as it does when the agent itself spends.
+#[test]
+fn the_budget_is_the_proxys_meter_not_the_agents_word() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let spend = r#"body='{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"SPEND-BEHIND-ITS-BACK"}]}'; exec 3<>/dev/tcp/127.0.0.1/${ANTHROPIC_BASE_URL##*:}; printf 'POST /v1/messages HTTP/1.1\r\nHost: model\r\nx-api-key: %s\r\ncontent-type: application/json\r\nanthropic-version: 2023-06-01\r\ncontent-length: %s\r\nconnection: close\r\n\r\n%s' "$ANTHROPIC_API_KEY" "${#body}" "$body" >&3; head -c 200 <&3"#;
+    let h = Harness::new(
+        json!([
+            reviewer(),
+            {"match": "SPEND-BEHIND-ITS-BACK", "without_tools": true, "turns": [
+                {"text": "spent", "usage": {"input_tokens": 1_000_000, "output_tokens": 0}}]},
+            {"match": "The issue: #1\n", "turns": [
+                {"bash": spend, "description": "spend"},
+                {"text": format!("Done. {COMPLETE}")}]},
+        ]),
+        "[budget]\nmaxCostPerIssue = 5",
+    );
+    let issue = h.create_issue("Costly", "Spend.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(output.status.success());
+
+    let spent = h
+        .anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.prompt.contains("SPEND-BEHIND-ITS-BACK"))
+        .count();
+    assert_eq!(
+        spent, 1,
+        "the tool call reached the model through the proxy"
+    );
+    assert!(
+        !h.anthropic
+            .requests()
+            .iter()
+            .any(|r| r.prompt.contains("The issue: #1\n") && r.turn > 0),
+        "the agent's next request was refused"
+    );
+    let report = h.last_report();
+    let cost = report["work"][0]["total"]["usage"]["cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        cost >= 15.0,
+        "the API's own figure, 1M tokens at $15/M: {report}"
+    );
+    let comments = h.comments_of(issue);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].contains("which reaches [budget] maxCostPerIssue ($5.00)"),
+        "{comments:?}"
+    );
+    assert!(h.pulls().is_empty());
+}
