@@ -26,6 +26,7 @@ pub(crate) fn sandbox() -> Sandbox {
         memory: "4g".into(),
         pids_limit: 1024,
         mounts: Vec::new(),
+        egress: Vec::new(),
     }
 }
 

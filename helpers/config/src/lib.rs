@@ -173,6 +173,60 @@ pub struct Sandbox {
     pub pids_limit: u32,
     /// Extra read-only mounts, `host:container`.
     pub mounts: Vec<String>,
+    /// The hosts a sandbox may reach through sandcastle's proxy (`HTTPS_PROXY`/`HTTP_PROXY`);
+    /// default none.
+    pub egress: Vec<Egress>,
+}
+
+/// One `[sandbox] egress` entry: a host name (or IP address), or `*.suffix` for every name under
+/// it, with an optional port; without one, ports 443 and 80.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Egress {
+    /// Lower case; `*.example.com` as written.
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Egress {
+    /// `name`, `*.suffix`, `name:port`; `None` for anything else.
+    pub fn parse(entry: &str) -> Option<Egress> {
+        let (host, port) = match entry.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port.parse::<u16>().ok().filter(|p| *p > 0)?)),
+            None => (entry, None),
+        };
+        let name = host.strip_prefix("*.").unwrap_or(host);
+        let valid = !name.is_empty()
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && !label.starts_with('-')
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            });
+        valid.then(|| Egress {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether a request to `host`:`port` is this entry's.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let named = match self.host.strip_prefix("*.") {
+            Some(suffix) => host
+                .strip_suffix(suffix)
+                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            None => host == self.host,
+        };
+        named && self.port.map_or(port == 443 || port == 80, |p| p == port)
+    }
+}
+
+impl std::fmt::Display for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.host),
+            None => f.write_str(&self.host),
+        }
+    }
 }
 
 /// The network a sandbox's container is on.
@@ -305,6 +359,36 @@ impl Default for Commands {
                 ]),
                 argv(&["cargo", "fmt"]),
             ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod egress_tests {
+    use super::Egress;
+
+    #[test]
+    fn an_entry_allows_its_names_on_its_port_or_the_web_ports() {
+        let exact = Egress::parse("index.crates.io").unwrap();
+        assert!(exact.allows("index.crates.io", 443) && exact.allows("INDEX.crates.io.", 80));
+        assert!(!exact.allows("index.crates.io", 22) && !exact.allows("crates.io", 443));
+        let suffix = Egress::parse("*.example.com:8443").unwrap();
+        assert!(suffix.allows("a.b.example.com", 8443));
+        assert!(!suffix.allows("example.com", 8443) && !suffix.allows("badexample.com", 8443));
+        assert!(!suffix.allows("a.example.com", 443));
+        let address = Egress::parse("127.0.0.1:3000").unwrap();
+        assert!(address.allows("127.0.0.1", 3000) && !address.allows("127.0.0.2", 3000));
+        for bad in [
+            "",
+            "*.",
+            "a..b",
+            "x.org:",
+            "x.org:99999",
+            "http://x.org",
+            "-x.org",
+            "a b",
+        ] {
+            assert_eq!(Egress::parse(bad), None, "{bad:?}");
         }
     }
 }

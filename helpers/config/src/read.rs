@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Network, Questions,
-    Review, Sandbox, defaults, forge, image, mounts, suggest,
+    Budget, Clarify, Cluster, Commands, Config, ConfigError, Egress, Handler, Models, Network,
+    Questions, Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -31,7 +31,7 @@ const TOP_KEYS: &[&str] = &[
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
-const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts"];
+const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts", "egress"];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
@@ -159,6 +159,9 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                 mounts: sandbox
                     .mounts("mounts", "[\"/srv/cache:/cache\"]")?
                     .unwrap_or(sandbox_default.mounts),
+                egress: sandbox
+                    .egress("egress", "[\"index.crates.io\", \"*.example.com:8443\"]")?
+                    .unwrap_or(sandbox_default.egress),
             },
         },
         budget: match budget {
@@ -511,6 +514,28 @@ impl<'a> Section<'a> {
     }
 
     /// A list of question handlers, each named once.
+    fn egress(&self, key: &str, example: &str) -> Result<Option<Vec<Egress>>, ConfigError> {
+        let Some(entries) = self.strings(key, example)? else {
+            return Ok(None);
+        };
+        entries
+            .into_iter()
+            .map(|(entry, span)| {
+                Egress::parse(&entry).ok_or_else(|| {
+                    self.source.error(
+                        span,
+                        format!(
+                            "`{}` entry \"{entry}\" is not a host name, `*.suffix` or either with `:port`; write e.g. {}",
+                            self.qualified(key),
+                            self.assignment(key, example)
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
     fn network(&self, key: &str, example: &str) -> Result<Option<Network>, ConfigError> {
         let Some((name, span)) = self.string_at(key, example)? else {
             return Ok(None);

@@ -6,12 +6,12 @@ use crate::git::{self, Credentials};
 use crate::planning::PlanMemo;
 use crate::progress::Progress;
 use crate::prompts;
-use crate::proxy::{Credential, Proxy, Upstream};
+use crate::proxy::{Credential, Policy, Proxy, Upstream};
 use crate::report::Report;
 use crate::sandbox::{self, TeaLogin};
 use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
-use sandcastle_config::Config;
+use sandcastle_config::{Config, Egress};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,15 +136,24 @@ impl Context {
     /// the run before it changes anything.
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
-        let proxy = Proxy::start(
-            settings.upstream()?,
-            settings.config.budget.max_cost_per_run,
-        )?;
+        let upstream = settings.upstream()?;
         let forge = settings.forge(&creds);
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
         let login = forge.current_user().map_err(redacted)?;
         let agent_login = settings.agent_login(&creds).map_err(redacted)?;
+        let mut egress = settings.config.sandbox.egress.clone();
+        // `tea` reads the forge with the sandboxes' own login.
+        if agent_login.is_some() {
+            egress.extend(forge_egress(&settings.config.forge_url));
+        }
+        let proxy = Proxy::start(
+            upstream,
+            Policy {
+                max_cost_per_run: settings.config.budget.max_cost_per_run,
+                egress,
+            },
+        )?;
         let progress = Progress::new(redactor.clone());
         let run_id = run_id();
         let id = settings
@@ -261,6 +270,19 @@ impl Context {
             token: &login.token,
         })
     }
+}
+
+/// The forge's host and port as an egress entry.
+fn forge_egress(forge_url: &str) -> Option<Egress> {
+    let uri: http::Uri = forge_url.parse().ok()?;
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    Egress::parse(&format!("{}:{port}", uri.host()?))
 }
 
 /// `20261202T130405Z-1234`: sortable, unique per process, valid in docker names and labels.

@@ -12,16 +12,21 @@
 //!
 //! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
 //! blocking pool, so the proxy shares the client (TLS roots, proxies) the rest of sandcastle uses.
+mod egress;
 mod meter;
 
 use crate::stream::Usage;
 use anyhow::{Context as _, Result, bail};
 use bytes::Bytes;
+use egress::{Blocked, PROXY_USER};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use meter::Scan;
+use sandcastle_config::Egress;
+
+pub use egress::BlockedRequest;
 use std::convert::Infallible;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -137,6 +142,16 @@ pub struct Proxy {
     runtime: tokio::runtime::Runtime,
     upstream: Arc<Upstream>,
     run: Arc<RunMeter>,
+    egress: Arc<Vec<Egress>>,
+    blocked: Arc<Blocked>,
+}
+
+/// What the run allows every work.
+pub struct Policy {
+    /// `[budget] maxCostPerRun`.
+    pub max_cost_per_run: Option<f64>,
+    /// `[sandbox] egress`, and the forge when sandboxes have a login of their own.
+    pub egress: Vec<Egress>,
 }
 
 /// What the whole run has spent through the proxy, against `[budget] maxCostPerRun`.
@@ -154,8 +169,7 @@ pub struct Budget {
 }
 
 impl Proxy {
-    /// `run_limit` is `[budget] maxCostPerRun`.
-    pub fn start(upstream: Upstream, run_limit: Option<f64>) -> Result<Proxy> {
+    pub fn start(upstream: Upstream, policy: Policy) -> Result<Proxy> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sandcastle-proxy")
@@ -166,10 +180,22 @@ impl Proxy {
             runtime,
             upstream: Arc::new(upstream),
             run: Arc::new(RunMeter {
-                limit: run_limit,
+                limit: policy.max_cost_per_run,
                 spent: Mutex::new(0.0),
             }),
+            egress: Arc::new(policy.egress),
+            blocked: Arc::default(),
         })
+    }
+
+    /// The requests `key`'s sandbox was refused in this run.
+    pub fn blocked(&self, key: &str) -> Vec<BlockedRequest> {
+        self.blocked.of(key)
+    }
+
+    /// Every work's refused requests in this run, by work key.
+    pub fn all_blocked(&self) -> Vec<(String, Vec<BlockedRequest>)> {
+        self.blocked.all()
     }
 
     /// A socket for the work `key`, in a new host directory that only this work's container
@@ -193,6 +219,8 @@ impl Proxy {
             run: Arc::clone(&self.run),
             budget,
             meter: Mutex::default(),
+            egress: Arc::clone(&self.egress),
+            blocked: Arc::clone(&self.blocked),
         });
         let task = {
             let _entered = self.runtime.enter();
@@ -224,16 +252,23 @@ impl WorkProxy {
         self.dir.path()
     }
 
-    /// What Claude Code in the sandbox is given instead of the credential: the relay's address
-    /// and the work's placeholder key.
+    /// What the sandbox is given instead of the credential and a network: the relay's address
+    /// and the work's placeholder key for Claude Code, and the same relay as the proxy of every
+    /// other program (the loopback itself excepted, where the relay is).
     pub fn sandbox_env(&self) -> Vec<(String, String)> {
-        vec![
-            (
-                "ANTHROPIC_BASE_URL".to_string(),
-                format!("http://127.0.0.1:{}", self.port),
-            ),
+        let relay = format!("127.0.0.1:{}", self.port);
+        let proxy = format!("http://{PROXY_USER}:{}@{relay}", self.work.token);
+        let mut env = vec![
+            ("ANTHROPIC_BASE_URL".to_string(), format!("http://{relay}")),
             ("ANTHROPIC_API_KEY".to_string(), self.work.token.clone()),
-        ]
+        ];
+        for name in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"] {
+            env.push((name.to_string(), proxy.clone()));
+        }
+        for name in ["NO_PROXY", "no_proxy"] {
+            env.push((name.to_string(), "127.0.0.1,localhost".to_string()));
+        }
+        env
     }
 
     /// What the work spent through the proxy since the last call: the turn's own figures.
@@ -271,6 +306,8 @@ struct Work {
     run: Arc<RunMeter>,
     budget: Budget,
     meter: Mutex<WorkMeter>,
+    egress: Arc<Vec<Egress>>,
+    blocked: Arc<Blocked>,
 }
 
 #[derive(Default)]
@@ -339,6 +376,10 @@ async fn serve(listener: tokio::net::UnixListener, work: Arc<Work>) {
 type Body = BoxBody<Bytes, std::io::Error>;
 
 async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> {
+    // `HTTP_PROXY`/`HTTPS_PROXY` requests name their host; the model's are origin-form.
+    if request.method() == http::Method::CONNECT || request.uri().scheme().is_some() {
+        return egress::handle(work, request).await;
+    }
     if !carries_token(request.headers(), &work.token) {
         return refusal(
             StatusCode::UNAUTHORIZED,
@@ -346,17 +387,10 @@ async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> 
             "sandcastle's proxy refused the request: it does not carry this sandbox's key",
         );
     }
-    if request.uri().scheme().is_some() || request.method() == http::Method::CONNECT {
-        return refusal(
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            "sandcastle's model proxy serves the Messages API only",
-        );
-    }
     if let Some(why) = work.spent_budget() {
         return refusal(StatusCode::FORBIDDEN, "permission_error", &why);
     }
-    match forward(work, request).await {
+    match forward(work, request, Target::Model).await {
         Ok(response) => response,
         Err(error) => refusal(
             StatusCode::BAD_GATEWAY,
@@ -376,9 +410,19 @@ fn carries_token(headers: &http::HeaderMap, token: &str) -> bool {
     api_key == Some(token) || bearer == Some(token)
 }
 
-/// Headers that describe one hop, or that the proxy sets itself.
-fn passes_on(name: &http::HeaderName) -> bool {
-    !matches!(
+/// Where a request goes on to.
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    /// The operator's `ANTHROPIC_BASE_URL`, with the credential, metered.
+    Model,
+    /// The URL the request names (an allowed host of `[sandbox] egress`), as the sandbox sent it.
+    Web,
+}
+
+/// Headers that describe one hop, or that the proxy sets itself (on the model's way, the
+/// sandbox's placeholder key is one).
+fn passes_on(name: &http::HeaderName, target: Target) -> bool {
+    let hop = matches!(
         name.as_str(),
         "connection"
             | "keep-alive"
@@ -392,12 +436,16 @@ fn passes_on(name: &http::HeaderName) -> bool {
             | "host"
             | "content-length"
             | "accept-encoding"
-            | "x-api-key"
-            | "authorization"
-    )
+    );
+    let key = matches!(name.as_str(), "x-api-key" | "authorization");
+    !hop && !(key && target == Target::Model)
 }
 
-async fn forward(work: &Arc<Work>, request: Request<Incoming>) -> Result<Response<Body>> {
+async fn forward(
+    work: &Arc<Work>,
+    request: Request<Incoming>,
+    target: Target,
+) -> Result<Response<Body>> {
     let (parts, body) = request.into_parts();
     let body = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
         .collect()
@@ -405,25 +453,35 @@ async fn forward(work: &Arc<Work>, request: Request<Incoming>) -> Result<Respons
         .map_err(|e| anyhow::anyhow!("cannot read the request: {e}"))?
         .to_bytes();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let uri = match target {
+        Target::Model => format!("{}{path}", work.upstream.base),
+        Target::Web => parts.uri.to_string(),
+    };
     let mut outgoing = http::Request::builder()
         .method(parts.method.clone())
-        .uri(format!("{}{path}", work.upstream.base))
+        .uri(uri)
         .body(body.to_vec())?;
-    for (name, value) in parts.headers.iter().filter(|(n, _)| passes_on(n)) {
+    for (name, value) in parts.headers.iter().filter(|(n, _)| passes_on(n, target)) {
         outgoing.headers_mut().append(name, value.clone());
     }
-    work.upstream.credential.apply(outgoing.headers_mut())?;
+    if target == Target::Model {
+        work.upstream.credential.apply(outgoing.headers_mut())?;
+    }
     let upstream = Arc::clone(&work.upstream);
     let answer = tokio::task::spawn_blocking(move || upstream.agent.run(outgoing))
         .await?
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let (head, body) = answer.into_parts();
     let mut response = Response::builder().status(head.status);
-    for (name, value) in head.headers.iter().filter(|(n, _)| passes_on(n)) {
+    for (name, value) in head
+        .headers
+        .iter()
+        .filter(|(n, _)| passes_on(n, Target::Web))
+    {
         response = response.header(name, value);
     }
     // Only answers the API bills carry usage; an error's body is passed on unread.
-    let scan = head.status.is_success().then(|| {
+    let scan = (target == Target::Model && head.status.is_success()).then(|| {
         let content_type = head.headers.get(http::header::CONTENT_TYPE);
         Scan::new(content_type.and_then(|v| v.to_str().ok()).unwrap_or(""))
     });
@@ -484,6 +542,12 @@ impl hyper::body::Body for ChannelBody {
             .poll_recv(cx)
             .map(|chunk| chunk.map(|c| c.map(Frame::data)))
     }
+}
+
+fn empty() -> Body {
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// An error in the Messages API's own shape, so Claude Code shows its message.

@@ -1,5 +1,6 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
 //! `.sandcastle/logs/run-<timestamp>.json`.
+use crate::proxy::BlockedRequest;
 use crate::role::Role;
 use crate::secrets::Redactor;
 use crate::stream::Usage;
@@ -34,6 +35,8 @@ pub struct WorkReport {
     pub gate_passed: Option<bool>,
     /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
     pub clarification: Option<String>,
+    /// What the sandbox was refused through the proxy: host, port, count.
+    pub blocked_requests: Vec<BlockedRequest>,
     #[serde(skip)]
     started: Option<Instant>,
     pub duration_seconds: f64,
@@ -81,6 +84,7 @@ impl Report {
             gate_runs: 0,
             gate_passed: None,
             clarification: None,
+            blocked_requests: Vec::new(),
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -125,6 +129,11 @@ impl Report {
     /// What clarifying `key` came to: degraded, waiting for an answer, clear enough to start.
     pub fn set_clarification(&self, key: &str, line: &str) {
         self.with_work(key, |work| work.clarification = Some(line.to_string()));
+    }
+
+    /// What `key`'s sandbox was refused through the proxy in this run.
+    pub fn set_blocked(&self, key: &str, blocked: Vec<BlockedRequest>) {
+        self.with_work(key, |work| work.blocked_requests = blocked);
     }
 
     /// What the whole run has cost so far.

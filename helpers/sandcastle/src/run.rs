@@ -153,6 +153,9 @@ fn joined<T>(check: std::thread::ScopedJoinHandle<Result<T>>) -> Result<T> {
 
 /// The summary table on stdout and the run report on disk.
 fn finish(ctx: &Context) {
+    for (key, blocked) in ctx.proxy.all_blocked() {
+        ctx.report.set_blocked(&key, blocked);
+    }
     ctx.progress.print_stdout(&ctx.report.summary_table());
     match ctx.report.write(&ctx.logs_dir()) {
         Ok(path) => ctx

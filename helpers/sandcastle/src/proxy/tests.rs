@@ -2,6 +2,7 @@
 //! Claude Code sends, over TCP to the relay and on through the work's socket.
 use super::*;
 use fake_anthropic::{FakeAnthropic, Scenario};
+use sandcastle_config::Egress;
 use serde_json::json;
 
 const REAL_KEY: &str = "sk-ant-real-operator-key";
@@ -12,7 +13,14 @@ fn model() -> FakeAnthropic {
 }
 
 fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
-    Proxy::start(Upstream::new(Some(model.url()), credential).unwrap(), None).unwrap()
+    Proxy::start(
+        Upstream::new(Some(model.url()), credential).unwrap(),
+        Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+        },
+    )
+    .unwrap()
 }
 
 /// A relay on a port of 127.0.0.1 passing to `work`'s socket, as in a sandbox; its base URL.
@@ -121,7 +129,10 @@ fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
             Credential::ApiKey(REAL_KEY.into()),
         )
         .unwrap(),
-        None,
+        Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+        },
     )
     .unwrap();
     let work = proxy.open("issue #1", Budget::default()).unwrap();
@@ -201,7 +212,10 @@ fn a_spent_run_budget_refuses_every_work() {
     let model = model();
     let proxy = Proxy::start(
         Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
-        Some(0.000001),
+        Policy {
+            max_cost_per_run: Some(0.000001),
+            egress: Vec::new(),
+        },
     )
     .unwrap();
     let one = proxy.open("issue #1", Budget::default()).unwrap();
@@ -210,4 +224,78 @@ fn a_spent_run_budget_refuses_every_work() {
     let (status, body) = ask(&relay_to(&two), Some(&placeholder(&two)), false);
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("maxCostPerRun"), "{body}");
+}
+
+fn proxy_with_egress(model: &FakeAnthropic, egress: &[&str]) -> Proxy {
+    Proxy::start(
+        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Policy {
+            max_cost_per_run: None,
+            egress: egress.iter().map(|e| Egress::parse(e).unwrap()).collect(),
+        },
+    )
+    .unwrap()
+}
+
+/// `CONNECT host:port` through the relay, with the proxy URL's user and password; what the
+/// proxy answered, and the connection for what follows.
+fn connect(base: &str, target: &str, token: &str) -> (String, std::net::TcpStream) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("sandcastle:{token}"));
+    write!(
+        stream,
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: Basic {auth}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    (String::from_utf8_lossy(&head).into_owned(), stream)
+}
+
+#[test]
+fn connect_tunnels_to_an_allowed_host_only_and_counts_the_refusals() {
+    use std::io::{Read, Write};
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let echo_port = echo.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in echo.incoming().flatten() {
+            let mut buffer = [0u8; 5];
+            if stream.read_exact(&mut buffer).is_ok() {
+                let _ = stream.write_all(&buffer);
+            }
+        }
+    });
+    let model = model();
+    let proxy = proxy_with_egress(&model, &[&format!("127.0.0.1:{echo_port}")]);
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let token = placeholder(&work);
+
+    let (head, mut tunnel) = connect(&base, &format!("127.0.0.1:{echo_port}"), &token);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tunnel.write_all(b"hello").unwrap();
+    let mut echoed = [0u8; 5];
+    tunnel.read_exact(&mut echoed).unwrap();
+    assert_eq!(&echoed, b"hello");
+
+    for _ in 0..2 {
+        let (head, _) = connect(&base, "evil.example:443", &token);
+        assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    }
+    let (head, _) = connect(&base, &format!("127.0.0.1:{echo_port}"), "wrong");
+    assert!(head.starts_with("HTTP/1.1 407"), "{head}");
+    assert_eq!(
+        proxy.blocked("issue #1"),
+        [BlockedRequest {
+            host: "evil.example".into(),
+            port: 443,
+            count: 2
+        }]
+    );
+    assert!(proxy.blocked("issue #2").is_empty());
 }

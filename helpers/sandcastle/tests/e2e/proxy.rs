@@ -280,3 +280,49 @@ fn the_budget_is_the_proxys_meter_not_the_agents_word() {
     );
     assert!(h.pulls().is_empty());
 }
+
+/// Through `HTTP_PROXY`/`HTTPS_PROXY` (git's own libcurl, a real client): the forge allowed in
+/// `[sandbox] egress` answers; a host not in it is refused, over CONNECT and absolute-form, and
+/// the pull request and the run report list what was refused.
+#[test]
+fn egress_reaches_exactly_the_allowed_hosts_and_the_pull_request_lists_the_rest() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    // `NO_PROXY=` so git goes through the proxy to 127.0.0.1 too (the test's forge lives there).
+    let reach = "NO_PROXY= no_proxy= git ls-remote \"$SANDCASTLE_FORGE_URL/alice/demo.git\" > allowed.txt 2>&1; echo \"exit $?\" >> allowed.txt; \
+         { git ls-remote https://blocked.example/x.git; echo \"exit $?\"; NO_PROXY= no_proxy= git ls-remote http://127.0.0.1:9/x.git; echo \"exit $?\"; \
+         git ls-remote https://blocked.example/y.git; } > blocked.txt 2>&1; \
+         git add allowed.txt blocked.txt && git commit -qm 'What the proxy let through'";
+    let h = one_issue(
+        json!([{"bash": reach, "description": "reach"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    // The harness's [sandbox] table is the config's last.
+    let config = h.project().join(".sandcastle/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text += &format!("egress = [\"127.0.0.1:{}\"]\n", port_of(h.forge.url()));
+    std::fs::write(&config, text).unwrap();
+
+    let output = h.sandcastle(&["run", "--issue", "1"]);
+    assert!(output.status.success());
+
+    let allowed = h.remote_file("sandcastle/issue-1", "allowed.txt");
+    assert!(
+        allowed.contains("refs/heads/main") && allowed.contains("exit 0"),
+        "{allowed}"
+    );
+    let blocked = h.remote_file("sandcastle/issue-1", "blocked.txt");
+    assert!(!blocked.contains("exit 0"), "{blocked}");
+    let body = h.only_pull_body();
+    assert!(body.contains("## Blocked network requests"), "{body}");
+    assert!(body.contains("- `blocked.example:443` (2 times)"), "{body}");
+    assert!(body.contains("- `127.0.0.1:9` (1 time)"), "{body}");
+    assert!(
+        !body.contains(&format!("127.0.0.1:{}", port_of(h.forge.url()))),
+        "{body}"
+    );
+    let report = h.last_report();
+    let listed = &report["work"][0]["blockedRequests"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{report}");
+}
