@@ -438,7 +438,8 @@ fn passes_on(name: &http::HeaderName, target: Target) -> bool {
             | "accept-encoding"
     );
     let key = matches!(name.as_str(), "x-api-key" | "authorization");
-    !hop && !(key && target == Target::Model)
+    let own_key = key && target == Target::Model;
+    !(hop || own_key)
 }
 
 async fn forward(

@@ -19,9 +19,12 @@ pub struct BlockedRequest {
     pub count: u32,
 }
 
+/// How often each host and port was refused.
+type Counts = BTreeMap<(String, u16), u32>;
+
 /// The refused requests of every work of the run, by work key.
 #[derive(Default)]
-pub struct Blocked(Mutex<BTreeMap<String, BTreeMap<(String, u16), u32>>>);
+pub struct Blocked(Mutex<BTreeMap<String, Counts>>);
 
 impl Blocked {
     fn add(&self, key: &str, host: &str, port: u16) {
