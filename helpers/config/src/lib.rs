@@ -129,7 +129,8 @@ impl std::fmt::Display for Handler {
     }
 }
 
-/// What work may cost, in US dollars as Claude Code reports it; no key, no limit.
+/// What work may cost, in US dollars as sandcastle's model proxy meters it from the API's answers;
+/// no key, no limit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Budget {

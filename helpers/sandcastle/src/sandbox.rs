@@ -479,15 +479,24 @@ pub fn engine_answers() -> Result<()> {
     })
 }
 
-/// The engine runs on this host, where it can mount the proxy's socket directory: `DOCKER_HOST`
-/// unset or a Unix socket. A remote engine (`tcp://`, `ssh://`) is refused with the reason.
+/// The engine runs on this host, where it can mount the proxy's socket directory: the endpoint the
+/// `docker` CLI uses (`DOCKER_HOST`, else the current context) is a Unix socket. A remote engine
+/// (`tcp://`, `ssh://`) is refused with the reason.
 pub fn engine_is_local() -> Result<()> {
-    let host = std::env::var("DOCKER_HOST").unwrap_or_default();
-    if host.is_empty() || host.starts_with("unix://") {
+    let endpoint = output(
+        Command::new("docker").args([
+            "context",
+            "inspect",
+            "--format",
+            "{{.Endpoints.docker.Host}}",
+        ]),
+        "docker context inspect",
+    )?;
+    if endpoint.is_empty() || endpoint.starts_with("unix://") {
         return Ok(());
     }
     bail!(
-        "DOCKER_HOST={host} is a remote engine, which cannot mount the socket sandboxes reach the model through: run sandcastle on the engine's host"
+        "the Docker engine at {endpoint} is remote, and cannot mount the socket sandboxes reach the model through: run sandcastle on the engine's host"
     )
 }
 

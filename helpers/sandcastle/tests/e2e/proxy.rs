@@ -326,3 +326,29 @@ fn egress_reaches_exactly_the_allowed_hosts_and_the_pull_request_lists_the_rest(
     let listed = &report["work"][0]["blockedRequests"];
     assert_eq!(listed.as_array().map(Vec::len), Some(2), "{report}");
 }
+
+/// A remote engine cannot mount the proxy's socket: the run refuses it in one line before it
+/// changes anything. (`docker context inspect` reads the CLI's own settings: nothing is contacted
+/// but 127.0.0.1.)
+#[test]
+fn a_remote_engine_is_refused_in_one_line() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(json!([]), "");
+    let labels = h.repo_labels();
+    let output = h
+        .command(&["run", "--once"])
+        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let lines = crate::harness::stderr_lines(&output);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("the Docker engine at tcp://127.0.0.1:9 is remote")
+            && lines[0].contains("run sandcastle on the engine's host"),
+        "{lines:?}"
+    );
+    assert_eq!(h.repo_labels(), labels, "nothing changed on the forge");
+}
