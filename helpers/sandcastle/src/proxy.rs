@@ -468,11 +468,31 @@ async fn forward(
     if target == Target::Model {
         work.upstream.credential.apply(outgoing.headers_mut())?;
     }
-    let upstream = Arc::clone(&work.upstream);
-    let answer = tokio::task::spawn_blocking(move || upstream.agent.run(outgoing))
-        .await?
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (head, body) = answer.into_parts();
+    // One blocking task calls upstream and then pumps its body: the head comes back first, on its
+    // own channel, so the answer starts streaming at once.
+    let (head_sender, head_receiver) = tokio::sync::oneshot::channel();
+    let (sender, receiver) = mpsc::channel(16);
+    let work = Arc::clone(work);
+    tokio::task::spawn_blocking(move || {
+        let (head, body) = match work.upstream.agent.run(outgoing) {
+            Ok(answer) => answer.into_parts(),
+            Err(error) => {
+                let _ = head_sender.send(Err(error));
+                return;
+            }
+        };
+        // Only answers the API bills carry usage; an error's body is passed on unread.
+        let scan = (target == Target::Model && head.status.is_success()).then(|| {
+            let content_type = head.headers.get(http::header::CONTENT_TYPE);
+            Scan::new(content_type.and_then(|v| v.to_str().ok()).unwrap_or(""))
+        });
+        // A sandbox gone by now has still been billed: the meter reads on.
+        let _ = head_sender.send(Ok(head));
+        if let Some(usage) = pump(body.into_reader(), &sender, scan) {
+            work.record(&usage);
+        }
+    });
+    let head = head_receiver.await?.map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut response = Response::builder().status(head.status);
     for (name, value) in head
         .headers
@@ -481,18 +501,6 @@ async fn forward(
     {
         response = response.header(name, value);
     }
-    // Only answers the API bills carry usage; an error's body is passed on unread.
-    let scan = (target == Target::Model && head.status.is_success()).then(|| {
-        let content_type = head.headers.get(http::header::CONTENT_TYPE);
-        Scan::new(content_type.and_then(|v| v.to_str().ok()).unwrap_or(""))
-    });
-    let (sender, receiver) = mpsc::channel(16);
-    let work = Arc::clone(work);
-    tokio::task::spawn_blocking(move || {
-        if let Some(usage) = pump(body.into_reader(), &sender, scan) {
-            work.record(&usage);
-        }
-    });
     Ok(response.body(ChannelBody(receiver).boxed())?)
 }
 
