@@ -73,7 +73,8 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         run_id: &run.id,
         project: Path::new("/nonexistent/sandcastle-test-project"),
         key,
-        network: sandcastle_config::Network::None,
+        // The tests' model and forge servers are on the host's 127.0.0.1.
+        network: sandcastle_config::Network::Host,
         memory: "2g",
         pids_limit: 512,
         mounts: &[],
@@ -125,7 +126,7 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
         "{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.PidsLimit}} \
          {{.HostConfig.Memory}} {{.HostConfig.NetworkMode}} {{len .Mounts}}",
     );
-    assert_eq!(config, "[ALL] [no-new-privileges] 512 2147483648 none 1");
+    assert_eq!(config, "[ALL] [no-new-privileges] 512 2147483648 host 1");
     let created = inspect(
         sandbox.id(),
         "{{.Path}} {{.Args}} {{.Config.Env}} {{.Config.Labels}}",
