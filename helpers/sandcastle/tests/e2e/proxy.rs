@@ -351,4 +351,23 @@ fn a_remote_engine_is_refused_in_one_line() {
         "{lines:?}"
     );
     assert_eq!(h.repo_labels(), labels, "nothing changed on the forge");
+
+    let doctor = h
+        .command(&["doctor"])
+        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        said.lines()
+            .any(|l| !l.starts_with("ok") && l.contains("tcp://127.0.0.1:9 is remote")),
+        "{said}"
+    );
+    let doctor = h.sandcastle(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        said.lines().any(|l| l.starts_with("ok")
+            && l.contains("sandboxes have no network but loopback; the model is reached through sandcastle's proxy")),
+        "{said}"
+    );
 }
