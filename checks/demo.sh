@@ -136,7 +136,7 @@ check = [["bash", "-c", "shopt -s nullglob; for f in *.sh; do bash -n \"\$f\" ||
 fmt = [["bash", "-c", "shopt -s nullglob; sed -i 's/[[:space:]]*\$//' *.sh"]]
 
 [sandbox]
-network = "host"   # the fake forge and model listen on 127.0.0.1
+# network = "none" (the default): the model on 127.0.0.1 is reached through sandcastle's proxy.
 memory = "2g"
 pidsLimit = 512
 EOF

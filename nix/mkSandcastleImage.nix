@@ -4,8 +4,9 @@
 # `docker load`) in which the agents run: the sandcastle base packages plus
 # `extraContents`, a non-root user `agent` (Claude Code refuses
 # --dangerously-skip-permissions as root) and an entrypoint that just keeps
-# the container alive for `docker exec`. Of the project's config it bakes in
-# the name, the tag and `SANDCASTLE_FORGE_URL=<forgeUrl>` (use
+# the container alive for `docker exec` (`sandcastle run` starts its sandboxes
+# with `sandcastle relay` instead, the model proxy's end in the container).
+# Of the project's config it bakes in the name, the tag and `SANDCASTLE_FORGE_URL=<forgeUrl>` (use
 # imageArgsFromConfig, which resolves all three as load-config does);
 # sandcastle also passes the forge URL with each `docker exec`, which
 # overrides the baked one, and passes the secrets only that way.

@@ -1,7 +1,7 @@
 //! The values a config gets for the keys it omits (documented in the README's config reference).
 use std::time::Duration;
 
-use crate::{Autopilot, Clarify, Handler, Models, Questions, Sandbox};
+use crate::{Autopilot, Clarify, Handler, Models, Network, Questions, Sandbox};
 
 pub(crate) const MAX_ITERATIONS: u32 = 5;
 pub(crate) const MAX_CONCURRENCY: u32 = 1;
@@ -22,11 +22,12 @@ pub(crate) fn models() -> Models {
 
 pub(crate) fn sandbox() -> Sandbox {
     Sandbox {
-        network: "bridge".into(),
+        network: Network::None,
         memory: "4g".into(),
         pids_limit: 1024,
         mounts: Vec::new(),
         turn_timeout: Duration::from_secs(60 * 60),
+        egress: Vec::new(),
     }
 }
 

@@ -160,7 +160,8 @@ impl std::fmt::Display for Handler {
     }
 }
 
-/// What work may cost, in US dollars as Claude Code reports it; no key, no limit.
+/// What work may cost, in US dollars as sandcastle's model proxy meters it from the API's answers;
+/// no key, no limit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Budget {
@@ -195,8 +196,9 @@ pub struct Commands {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sandbox {
-    /// `docker run --network`; default `bridge`.
-    pub network: String,
+    /// `docker run --network`; default `none` (loopback only: the model and the allowed hosts are
+    /// reached through sandcastle's proxy).
+    pub network: Network,
     /// `docker run --memory`; default `4g`.
     pub memory: String,
     /// `docker run --pids-limit`; default 1024.
@@ -206,6 +208,96 @@ pub struct Sandbox {
     /// The longest an agent turn, or one gate step, may run, output or not; default 60 minutes.
     #[serde(serialize_with = "human_duration")]
     pub turn_timeout: Duration,
+    /// The hosts a sandbox may reach through sandcastle's proxy (`HTTPS_PROXY`/`HTTP_PROXY`);
+    /// default none.
+    pub egress: Vec<Egress>,
+}
+
+/// One `[sandbox] egress` entry: a host name (or IP address), or `*.suffix` for every name under
+/// it, with an optional port; without one, ports 443 and 80.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Egress {
+    /// Lower case; `*.example.com` as written.
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Egress {
+    /// `name`, `*.suffix`, `name:port`; `None` for anything else.
+    pub fn parse(entry: &str) -> Option<Egress> {
+        let (host, port) = match entry.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port.parse::<u16>().ok().filter(|p| *p > 0)?)),
+            None => (entry, None),
+        };
+        let name = host.strip_prefix("*.").unwrap_or(host);
+        let valid = !name.is_empty()
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && !label.starts_with('-')
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            });
+        valid.then(|| Egress {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether a request to `host`:`port` is this entry's.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let named = match self.host.strip_prefix("*.") {
+            Some(suffix) => host
+                .strip_suffix(suffix)
+                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            None => host == self.host,
+        };
+        named && self.port.map_or(port == 443 || port == 80, |p| p == port)
+    }
+}
+
+impl std::fmt::Display for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.host),
+            None => f.write_str(&self.host),
+        }
+    }
+}
+
+/// The network a sandbox's container is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// Loopback only: everything goes through sandcastle's proxy.
+    None,
+    /// Docker's default bridge: direct network access.
+    Bridge,
+    /// The host's network: direct network access, and the host's own loopback services.
+    Host,
+}
+
+impl Network {
+    pub const ALL: [Network; 3] = [Network::None, Network::Bridge, Network::Host];
+
+    /// As written in the config and given to `docker run --network`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Bridge => "bridge",
+            Network::Host => "host",
+        }
+    }
+
+    /// Whether a sandbox on it reaches other hosts without the proxy.
+    pub fn is_direct(self) -> bool {
+        self != Network::None
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A one-line error naming the file, `line:column` where known, and the fix.
@@ -302,6 +394,36 @@ impl Default for Commands {
                 ]),
                 argv(&["cargo", "fmt"]),
             ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod egress_tests {
+    use super::Egress;
+
+    #[test]
+    fn an_entry_allows_its_names_on_its_port_or_the_web_ports() {
+        let exact = Egress::parse("index.crates.io").unwrap();
+        assert!(exact.allows("index.crates.io", 443) && exact.allows("INDEX.crates.io.", 80));
+        assert!(!exact.allows("index.crates.io", 22) && !exact.allows("crates.io", 443));
+        let suffix = Egress::parse("*.example.com:8443").unwrap();
+        assert!(suffix.allows("a.b.example.com", 8443));
+        assert!(!suffix.allows("example.com", 8443) && !suffix.allows("badexample.com", 8443));
+        assert!(!suffix.allows("a.example.com", 443));
+        let address = Egress::parse("127.0.0.1:3000").unwrap();
+        assert!(address.allows("127.0.0.1", 3000) && !address.allows("127.0.0.2", 3000));
+        for bad in [
+            "",
+            "*.",
+            "a..b",
+            "x.org:",
+            "x.org:99999",
+            "http://x.org",
+            "-x.org",
+            "a b",
+        ] {
+            assert_eq!(Egress::parse(bad), None, "{bad:?}");
         }
     }
 }

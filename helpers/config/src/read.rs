@@ -8,8 +8,8 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Autopilot, Budget, Clarify, Cluster, Commands, Config, ConfigError, Handler, Models, Publish,
-    Questions, Review, Sandbox, defaults, forge, image, mounts, suggest,
+    Autopilot, Budget, Clarify, Cluster, Commands, Config, ConfigError, Egress, Handler, Models,
+    Network, Publish, Questions, Review, Sandbox, defaults, forge, image, mounts, suggest,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -33,7 +33,14 @@ const TOP_KEYS: &[&str] = &[
 ];
 const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
 const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
-const SANDBOX_KEYS: &[&str] = &["network", "memory", "pidsLimit", "mounts", "turnTimeout"];
+const SANDBOX_KEYS: &[&str] = &[
+    "network",
+    "memory",
+    "pidsLimit",
+    "mounts",
+    "turnTimeout",
+    "egress",
+];
 const REVIEW_KEYS: &[&str] = &["rounds"];
 const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
 const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
@@ -155,7 +162,7 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
             None => sandbox_default,
             Some(sandbox) => Sandbox {
                 network: sandbox
-                    .word("network", "\"bridge\"")?
+                    .network("network", "\"none\"")?
                     .unwrap_or(sandbox_default.network),
                 memory: sandbox
                     .memory("memory", "\"4g\"")?
@@ -169,6 +176,9 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
                 turn_timeout: sandbox
                     .duration("turnTimeout", "\"60m\"")?
                     .unwrap_or(sandbox_default.turn_timeout),
+                egress: sandbox
+                    .egress("egress", "[\"index.crates.io\", \"*.example.com:8443\"]")?
+                    .unwrap_or(sandbox_default.egress),
             },
         },
         budget: match budget {
@@ -550,6 +560,45 @@ impl<'a> Section<'a> {
     }
 
     /// A list of question handlers, each named once.
+    fn egress(&self, key: &str, example: &str) -> Result<Option<Vec<Egress>>, ConfigError> {
+        let Some(entries) = self.strings(key, example)? else {
+            return Ok(None);
+        };
+        entries
+            .into_iter()
+            .map(|(entry, span)| {
+                Egress::parse(&entry).ok_or_else(|| {
+                    self.source.error(
+                        span,
+                        format!(
+                            "`{}` entry \"{entry}\" is not a host name, `*.suffix` or either with `:port`; write e.g. {}",
+                            self.qualified(key),
+                            self.assignment(key, example)
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    fn network(&self, key: &str, example: &str) -> Result<Option<Network>, ConfigError> {
+        let Some((name, span)) = self.string_at(key, example)? else {
+            return Ok(None);
+        };
+        match Network::ALL.into_iter().find(|n| n.name() == name) {
+            Some(network) => Ok(Some(network)),
+            None => Err(self.source.error(
+                span,
+                format!(
+                    "`{}` \"{name}\" is not a sandbox network; use \"none\" (loopback only, through sandcastle's proxy), or \"bridge\" or \"host\" for direct network access, e.g. {}",
+                    self.qualified(key),
+                    self.assignment(key, example)
+                ),
+            )),
+        }
+    }
+
     fn handlers(&self, key: &str, example: &str) -> Result<Option<Vec<Handler>>, ConfigError> {
         let Some(entries) = self.strings(key, example)? else {
             return Ok(None);

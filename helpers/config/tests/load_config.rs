@@ -70,7 +70,7 @@ fn defaults() -> Value {
                 ["cargo", "fmt"],
             ],
         },
-        "sandbox": { "network": "bridge", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h" },
+        "sandbox": { "network": "none", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h", "egress": [] },
         "review": { "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
@@ -121,6 +121,7 @@ memory = "512m"
 pidsLimit = 64
 mounts = ["/srv/cache:/cache", "relative/dir:/data"]
 turnTimeout = "45m"
+egress = ["index.crates.io", "*.Example.com:8443"]
 
 [review]
 rounds = 3
@@ -172,6 +173,10 @@ allowWorkflowChanges = true
                 "pidsLimit": 64,
                 "mounts": ["/srv/cache:/cache", "relative/dir:/data"],
                 "turnTimeout": "45m",
+                "egress": [
+                    { "host": "index.crates.io", "port": null },
+                    { "host": "*.example.com", "port": 8443 },
+                ],
             },
             "review": { "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
@@ -506,6 +511,22 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nmounts = [\"/srv/cache\"]\n",
             "4:11: each of `sandbox.mounts` must be \"host-path:/container-path\" (mounted read-only); \
              write e.g. `mounts = [\"/srv/cache:/cache\"]` in [sandbox]",
+        ),
+        // The sandbox's network and egress.
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nnetwork = \"bridged\"\n",
+            "4:11: `sandbox.network` \"bridged\" is not a sandbox network; use \"none\" (loopback only, through \
+             sandcastle's proxy), or \"bridge\" or \"host\" for direct network access, e.g. `network = \"none\"` in [sandbox]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\negress = [\"crates.io\", \"https://x.org\"]\n",
+            "4:24: `sandbox.egress` entry \"https://x.org\" is not a host name, `*.suffix` or either with `:port`; \
+             write e.g. `egress = [\"index.crates.io\", \"*.example.com:8443\"]` in [sandbox]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\negress = [\"x.org:0\"]\n",
+            "4:11: `sandbox.egress` entry \"x.org:0\" is not a host name, `*.suffix` or either with `:port`; \
+             write e.g. `egress = [\"index.crates.io\", \"*.example.com:8443\"]` in [sandbox]",
         ),
         // Question handlers.
         (

@@ -117,6 +117,16 @@ impl FakeAnthropic {
             .fold(Usage::default(), |sum, r| sum + r.usage)
     }
 
+    /// Every distinct credential received (`x-api-key` values, `Authorization` values whole).
+    pub fn credentials(&self) -> Vec<String> {
+        let credentials = self
+            .state
+            .credentials
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        credentials.iter().cloned().collect()
+    }
+
     fn records(&self) -> MutexGuard<'_, Records> {
         self.state
             .records

@@ -1,5 +1,6 @@
 //! The HTTP side: routes requests, answers from the scenario, records what was asked.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +22,9 @@ pub struct State {
     pub scenario: Scenario,
     pub records: Mutex<Records>,
     pub log_to_stderr: bool,
+    /// Every distinct `x-api-key` and `Authorization` value received, for tests to check which
+    /// credential reached the server; never logged.
+    pub credentials: Mutex<BTreeSet<String>>,
     next_id: AtomicU64,
 }
 
@@ -30,6 +34,7 @@ impl State {
             scenario,
             records: Mutex::new(Records::default()),
             log_to_stderr,
+            credentials: Mutex::new(BTreeSet::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -56,6 +61,17 @@ pub fn serve(server: Arc<tiny_http::Server>, state: Arc<State>) {
 
 fn handle(mut request: Request, state: &State) {
     let method = request.method().clone();
+    let sent: Vec<String> = request
+        .headers()
+        .iter()
+        .filter(|h| h.field.equiv("x-api-key") || h.field.equiv("authorization"))
+        .map(|h| h.value.to_string())
+        .collect();
+    state
+        .credentials
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .extend(sent);
     // The query (`?beta=true`) does not change the answer.
     let path = request.url().split('?').next().unwrap_or("").to_owned();
     let mut body = String::new();

@@ -5,17 +5,27 @@ use crate::git::{self, Credentials};
 use crate::planning::PlanMemo;
 use crate::progress::Progress;
 use crate::prompts;
+use crate::proxy::{Credential, Policy, Proxy, Upstream};
 use crate::report::Report;
 use crate::sandbox::{self, TeaLogin};
 use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
-use sandcastle_config::{Config, ConfigError};
+use sandcastle_config::{Config, ConfigError, Egress};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Keys of `.sandcastle/.env` that are the orchestrator's own and never reach a sandbox.
-pub const HOST_ONLY_KEYS: [&str; 3] = ["FORGEJO_TOKEN", "FORGEJO_USER", "FORGEJO_AGENT_TOKEN"];
+/// Keys of `.sandcastle/.env` that are the orchestrator's own and never reach a sandbox: the forge
+/// logins, and the model credential and endpoint, which only the model proxy uses (`proxy.rs`).
+pub const HOST_ONLY_KEYS: [&str; 7] = [
+    "FORGEJO_TOKEN",
+    "FORGEJO_USER",
+    "FORGEJO_AGENT_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
 
 pub struct Context {
     /// The project's root: the directory holding `.sandcastle/`.
@@ -48,6 +58,8 @@ pub struct Context {
     pub clarifies: bool,
     /// The question handlers' side of the run (`asking`).
     pub handlers: Handlers,
+    /// The model proxy every sandbox reaches the model through; the only holder of the credential.
+    pub proxy: Proxy,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -80,6 +92,13 @@ impl Settings {
             user: get("FORGEJO_USER")?,
             token: get("FORGEJO_TOKEN")?,
         })
+    }
+
+    /// The model proxy's upstream: `ANTHROPIC_BASE_URL` and the credential, from `.sandcastle/.env`
+    /// or the environment.
+    pub fn upstream(&self) -> Result<Upstream> {
+        let credential = Credential::from(|key| self.env.get(key))?;
+        Upstream::new(self.env.get("ANTHROPIC_BASE_URL"), credential)
     }
 
     /// The forge client of the run: everything it sends is redacted.
@@ -137,6 +156,7 @@ impl Context {
     /// the run before it changes anything.
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
+        let upstream = settings.upstream()?;
         let forge = settings.forge(&creds);
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
@@ -147,6 +167,18 @@ impl Context {
                 Err(e) => redacted(e),
             }
         })?;
+        let mut egress = settings.config.sandbox.egress.clone();
+        // `tea` reads the forge with the sandboxes' own login.
+        if agent_login.is_some() {
+            egress.extend(forge_egress(&settings.config.forge_url));
+        }
+        let proxy = Proxy::start(
+            upstream,
+            Policy {
+                max_cost_per_run: settings.config.budget.max_cost_per_run,
+                egress,
+            },
+        )?;
         let progress = Progress::new(redactor.clone());
         let run_id = run_id();
         let id = settings
@@ -177,6 +209,7 @@ impl Context {
             held_claims: Mutex::new(Vec::new()),
             clarifies,
             handlers: Handlers::detached(),
+            proxy,
         })
     }
 
@@ -206,7 +239,8 @@ impl Context {
 
     /// What every agent process in a sandbox gets, by name on each `docker exec`: the keys
     /// `.sandcastle/.env` declares but the orchestrator's own (`HOST_ONLY_KEYS`), with empty values
-    /// filled from the environment, the forge URL, and the settings that keep Claude Code from
+    /// filled from the environment, the forge URL (the model's address and placeholder key are
+    /// each work's own: `proxy::WorkProxy::sandbox_env`), and the settings that keep Claude Code from
     /// calling anything but the Messages API (without them it looks up and calls Anthropic's other
     /// hosts, and tries to update itself).
     pub fn sandbox_env(&self) -> Vec<(String, String)> {
@@ -255,6 +289,19 @@ impl Context {
             token: &login.token,
         })
     }
+}
+
+/// The forge's host and port as an egress entry.
+fn forge_egress(forge_url: &str) -> Option<Egress> {
+    let uri: http::Uri = forge_url.parse().ok()?;
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    Egress::parse(&format!("{}:{port}", uri.host()?))
 }
 
 /// `20261202T130405Z-1234`: sortable, unique per process, valid in docker names and labels.

@@ -117,10 +117,8 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     let creds = report.line(
         "secrets",
         settings.credentials().and_then(|creds| {
-            let anthropic = ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"];
-            if !anthropic.iter().any(|key| settings.env.get(key).is_some_and(|v| !v.is_empty())) {
-                bail!("neither ANTHROPIC_API_KEY nor CLAUDE_CODE_OAUTH_TOKEN is set: add one to .sandcastle/.env");
-            }
+            // The model credential stays with the host's proxy; checked as the run reads it.
+            settings.upstream()?;
             let passed: Vec<&str> = settings
                 .env
                 .vars
@@ -144,7 +142,9 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     if report
         .line(
             "docker",
-            sandbox::engine_answers().map(|()| "the engine answers".to_string()),
+            sandbox::engine_is_local()
+                .and_then(|()| sandbox::engine_answers())
+                .map(|()| "the engine answers".to_string()),
         )
         .is_some()
         && report
@@ -154,6 +154,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             )
             .is_some()
     {
+        report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
         report.line(
             "programs",
             sandbox::image_has_programs(&config.image_name, &ORCHESTRATOR_PROGRAMS).map(|()| {

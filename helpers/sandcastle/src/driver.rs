@@ -15,6 +15,7 @@ use crate::green;
 use crate::outbox::{self, Due};
 use crate::plan::branch_for;
 use crate::prompts;
+use crate::proxy::Budget;
 use crate::publish::{self, Published};
 use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
@@ -195,7 +196,13 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         green::begin(ctx, pull.number, trouble)?;
     }
     let repo = repo.starting_at(state.start_commit.as_deref().expect("set above"));
-    let mut sandbox = WorkSandbox::new(ctx, key, &repo).with_env(&outbox::sandbox_env(key, &state));
+    let budget = Budget {
+        spent: state.cost_usd,
+        limit: ctx.config.budget.max_cost_per_issue,
+    };
+    let mut sandbox = WorkSandbox::new(ctx, key, &repo)
+        .with_env(&outbox::sandbox_env(key, &state))
+        .with_budget(budget);
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
 

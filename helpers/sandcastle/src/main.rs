@@ -27,8 +27,10 @@ mod plan;
 mod planning;
 mod progress;
 mod prompts;
+mod proxy;
 mod publish;
 mod questions;
+mod relay;
 mod report;
 mod report_cmd;
 mod reviews;
@@ -107,6 +109,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         program: Vec<String>,
     },
+    /// Inside a sandbox, as its main process: pass the loopback port's connections to the host's
+    /// model proxy socket.
+    #[command(hide = true)]
+    Relay(relay::RelayArgs),
 }
 
 fn main() -> ExitCode {
@@ -121,6 +127,9 @@ fn main() -> ExitCode {
         }
         Some(Command::Mcp) => return mcp::command(),
         _ => {}
+    }
+    if let Some(Command::Relay(args)) = cli.command {
+        return relay::command(args);
     }
     let project = match cli.project {
         Some(dir) => std::fs::canonicalize(&dir).map_err(|e| {
@@ -140,7 +149,7 @@ fn main() -> ExitCode {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
         Some(Command::Report(args)) => report_cmd::report(&project, &args),
-        Some(Command::Ask(_) | Command::AskRelay { .. } | Command::Mcp) => {
+        Some(Command::Ask(_) | Command::AskRelay { .. } | Command::Mcp | Command::Relay(_)) => {
             unreachable!("answered above, without a project")
         }
     });

@@ -83,6 +83,7 @@ pub fn publish(
                 state.last_summary,
                 gate_line(ctx, state)
             );
+            body += &blocked_section(ctx, WorkKey::Pull(pull.number));
             let marker = format!("<!-- sandcastle:rework {} -->", state.attempt);
             post_once(ctx, pull.number, &marker, &body)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
@@ -161,6 +162,7 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState, host_run: &str) -> Po
     };
     body += &crate::clarify::pull_section(state);
     body += host_run;
+    body += &blocked_section(ctx, WorkKey::Issue(issue));
     body += &format!(
         "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.\n",
         gate_line(ctx, state),
@@ -169,6 +171,39 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState, host_run: &str) -> Po
         ctx.id
     );
     Post::closing(issue, &body)
+}
+
+/// The most refused hosts a pull request lists; the run report has them all.
+const MAX_BLOCKED_LISTED: usize = 30;
+
+/// "Blocked network requests": what the work's sandbox was refused through the proxy in this run,
+/// so the operator sees what `[sandbox] egress` could allow; nothing when nothing was refused.
+fn blocked_section(ctx: &Context, key: WorkKey) -> String {
+    let blocked = ctx.proxy.blocked(&key.to_string());
+    if blocked.is_empty() {
+        return String::new();
+    }
+    let mut section = String::from(
+        "\n\n## Blocked network requests\n\nThe sandbox asked for these and was refused; allow a host with \
+         `[sandbox] egress` in .sandcastle/config.toml if the work needs it:\n\n",
+    );
+    for request in blocked.iter().take(MAX_BLOCKED_LISTED) {
+        // The host is the agent's text: the proxy read it as a URI's host, so it has no spaces.
+        section += &format!(
+            "- `{}:{}` ({} time{})\n",
+            request.host,
+            request.port,
+            request.count,
+            if request.count == 1 { "" } else { "s" }
+        );
+    }
+    if blocked.len() > MAX_BLOCKED_LISTED {
+        section += &format!(
+            "- and {} more (in the run report)\n",
+            blocked.len() - MAX_BLOCKED_LISTED
+        );
+    }
+    section
 }
 
 /// What the gate said, for the forge and the report.

@@ -1,6 +1,7 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
 //! `.sandcastle/logs/run-<timestamp>.json`, and that file read back ([`RunRecord`]) for
 //! `sandcastle report`.
+use crate::proxy::BlockedRequest;
 use crate::role::Role;
 use crate::secrets::Redactor;
 use crate::state::Outcome;
@@ -61,6 +62,9 @@ pub struct WorkReport {
     /// When this run first recorded the work (a long-running loop's report spans weeks).
     #[serde(default)]
     pub started_at: Option<jiff::Timestamp>,
+    /// What the sandbox was refused through the proxy: host, port, count.
+    #[serde(default)]
+    pub blocked_requests: Vec<BlockedRequest>,
     #[serde(skip)]
     started: Option<Instant>,
     #[serde(default)]
@@ -138,6 +142,7 @@ impl Report {
             questions: Vec::new(),
             asks: Vec::new(),
             started_at: Some(jiff::Timestamp::now()),
+            blocked_requests: Vec::new(),
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -196,6 +201,11 @@ impl Report {
     /// What clarifying `key` came to: degraded, waiting for an answer, clear enough to start.
     pub fn set_clarification(&self, key: &str, line: &str) {
         self.with_work(key, |work| work.clarification = Some(line.to_string()));
+    }
+
+    /// What `key`'s sandbox was refused through the proxy in this run.
+    pub fn set_blocked(&self, key: &str, blocked: Vec<BlockedRequest>) {
+        self.with_work(key, |work| work.blocked_requests = blocked);
     }
 
     /// What the whole run has cost so far.

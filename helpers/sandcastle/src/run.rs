@@ -120,7 +120,8 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
 fn start(settings: Settings) -> Result<Context> {
     let (image, project) = (settings.config.image_name.clone(), settings.project.clone());
     let (engine, image, dead, ctx) = std::thread::scope(|scope| {
-        let engine = scope.spawn(sandbox::engine_answers);
+        let engine =
+            scope.spawn(|| sandbox::engine_is_local().and_then(|()| sandbox::engine_answers()));
         let image = scope.spawn(|| sandbox::image_exists(&image));
         let dead = scope.spawn(|| sandbox::dead_runs(&project));
         let ctx = Context::new(settings);
@@ -147,8 +148,14 @@ fn start(settings: Settings) -> Result<Context> {
         None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
     };
     ctx.progress.note(&format!(
-        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}",
-        ctx.run_id, ctx.id, ctx.config.repo, ctx.config.forge_url, ctx.login, ctx.config.image_name
+        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}; {}",
+        ctx.run_id,
+        ctx.id,
+        ctx.config.repo,
+        ctx.config.forge_url,
+        ctx.login,
+        ctx.config.image_name,
+        sandbox::network_says(ctx.config.sandbox.network)
     ));
     Ok(ctx)
 }
@@ -162,6 +169,9 @@ fn joined<T>(check: std::thread::ScopedJoinHandle<Result<T>>) -> Result<T> {
 
 /// The summary table on stdout and the run report on disk.
 fn finish(ctx: &Context) {
+    for (key, blocked) in ctx.proxy.all_blocked() {
+        ctx.report.set_blocked(&key, blocked);
+    }
     ctx.progress.print_stdout(&ctx.report.summary_table());
     match ctx.report.write(&ctx.logs_dir()) {
         Ok(path) => ctx

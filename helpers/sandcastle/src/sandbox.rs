@@ -3,6 +3,7 @@
 //! Secrets never appear in a docker argument: variables are passed by name (`-e NAME`) and their
 //! values are set on the environment of the `docker` process itself, which hands them to the engine.
 use crate::deadline::{self, Watchdog};
+use crate::proxy;
 use anyhow::{Context, Result, bail};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
@@ -49,7 +50,7 @@ pub struct SandboxSpec<'a> {
     pub project: &'a Path,
     /// `issue-42` or `pr-7`; part of the container name.
     pub key: &'a str,
-    pub network: &'a str,
+    pub network: sandcastle_config::Network,
     pub memory: &'a str,
     pub pids_limit: u32,
     /// `host:container` pairs, mounted read-only.
@@ -63,6 +64,15 @@ pub struct SandboxSpec<'a> {
     /// A Docker volume (`create_volume`) mounted read-write at a container path: only the gate's
     /// containers get one, their build cache.
     pub volume: Option<(&'a str, &'a str)>,
+    /// The container's main process: the relay to the work's model proxy socket.
+    pub relay: Relay<'a>,
+}
+
+/// The work's end of the host's model proxy (`proxy.rs`): the host directory holding its socket,
+/// mounted read-only, and the loopback port `sandcastle relay` listens on inside.
+pub struct Relay<'a> {
+    pub socket_dir: &'a Path,
+    pub port: u16,
 }
 
 /// What `configure-tea --url` gets, for one `docker exec` only.
@@ -266,7 +276,9 @@ impl Sandbox {
     }
 }
 
-/// The arguments of `docker run` for `spec`: no variable and no mount but the read-only `mounts`.
+/// The arguments of `docker run` for `spec`: no variable and no mount but the read-only `mounts`
+/// and the proxy's socket directory; the main process is the relay, as the container's root
+/// without capabilities (every exec names the agent user).
 fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
     let mut args: Vec<String> = vec![
         "run".into(),
@@ -293,7 +305,15 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         "--memory".into(),
         spec.memory.into(),
         "--network".into(),
-        spec.network.into(),
+        spec.network.name().into(),
+        "-v".into(),
+        format!(
+            "{}:{}:ro",
+            spec.relay.socket_dir.display(),
+            proxy::SOCKET_DIR_IN_SANDBOX
+        ),
+        "--entrypoint".into(),
+        "sandcastle".into(),
     ];
     for mount in spec.mounts {
         let Some((host, container)) = mount.split_once(':') else {
@@ -324,7 +344,14 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
     if let Some((volume, container)) = spec.volume {
         args.extend(["-v".into(), format!("{volume}:{container}")]);
     }
-    args.push(spec.image.into());
+    args.extend([
+        spec.image.into(),
+        "relay".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{}", spec.relay.port),
+        "--socket".into(),
+        format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
+    ]);
     Ok(args)
 }
 
@@ -556,6 +583,39 @@ pub fn engine_answers() -> Result<()> {
     })
 }
 
+/// The engine runs on this host, where it can mount the proxy's socket directory: the endpoint the
+/// `docker` CLI uses (`DOCKER_HOST`, else the current context) is a Unix socket. A remote engine
+/// (`tcp://`, `ssh://`) is refused with the reason.
+pub fn engine_is_local() -> Result<()> {
+    let endpoint = output(
+        Command::new("docker").args([
+            "context",
+            "inspect",
+            "--format",
+            "{{.Endpoints.docker.Host}}",
+        ]),
+        "docker context inspect",
+    )?;
+    if endpoint.is_empty() || endpoint.starts_with("unix://") {
+        return Ok(());
+    }
+    bail!(
+        "the Docker engine at {endpoint} is remote, and cannot mount the socket sandboxes reach the model through: run sandcastle on the engine's host"
+    )
+}
+
+/// What a sandbox on `network` can reach, for the start line and `doctor`.
+pub fn network_says(network: sandcastle_config::Network) -> String {
+    if network.is_direct() {
+        format!(
+            "sandboxes have direct network access ([sandbox] network = \"{network}\"); the model key stays on the host"
+        )
+    } else {
+        "sandboxes have no network but loopback; the model is reached through sandcastle's proxy"
+            .to_string()
+    }
+}
+
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 /// Meaningful only where the engine answers ([`engine_answers`]).
 pub fn image_exists(image: &str) -> Result<()> {
@@ -629,13 +689,17 @@ mod tests {
             run_id: "20261202T130405Z-1",
             project,
             key: "issue-42",
-            network: "host",
+            network: sandcastle_config::Network::Host,
             memory: "4g",
             pids_limit: 1024,
             mounts,
             env,
             tea: None,
             volume: None,
+            relay: Relay {
+                socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
+                port: 41000,
+            },
         }
     }
 
@@ -654,8 +718,12 @@ mod tests {
             &format!("--label sandcastle.project={}", dir.path().display()),
             &format!("--label sandcastle.host={} --init", host_name()),
             "--cap-drop ALL --security-opt no-new-privileges",
-            "--pids-limit 1024 --memory 4g --network host",
-            &format!("-v {}:/nix/store:ro sandcastle:test", cache.display()),
+            "--pids-limit 1024 --memory 4g --network host --user 0:0",
+            "-v /tmp/sandcastle-proxy-x:/run/sandcastle:ro --entrypoint sandcastle",
+            &format!(
+                "-v {}:/nix/store:ro sandcastle:test relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock",
+                cache.display()
+            ),
         ] {
             assert!(joined.contains(expected), "{expected:?} not in {joined:?}");
         }
@@ -663,7 +731,7 @@ mod tests {
             !args.iter().any(|a| a == "-e"),
             "no variable at creation: {joined}"
         );
-        assert_eq!(args.iter().filter(|a| *a == "-v").count(), 1, "{joined}");
+        assert_eq!(args.iter().filter(|a| *a == "-v").count(), 2, "{joined}");
         assert!(!joined.contains("s3cret-key"));
     }
 

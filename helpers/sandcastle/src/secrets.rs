@@ -16,10 +16,11 @@ pub struct EnvFile {
 }
 
 /// Secrets sandcastle knows by name, wherever they come from.
-const SECRET_KEYS: [&str; 4] = [
+const SECRET_KEYS: [&str; 5] = [
     "FORGEJO_TOKEN",
     "FORGEJO_AGENT_TOKEN",
     "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
 ];
 

@@ -13,8 +13,9 @@ use crate::git::{Imported, WorkRepo};
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
+use crate::proxy::{Budget, WorkProxy};
 use crate::role::{Role, WorkKey};
-use crate::sandbox::{self, Sandbox, SandboxSpec};
+use crate::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -31,6 +32,10 @@ pub struct WorkSandbox<'a> {
     /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
     work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
+    /// This work's socket of the model proxy, opened with the sandbox.
+    proxy: Option<WorkProxy>,
+    /// What the proxy lets this work spend.
+    budget: Budget,
     /// What the last turn's own exec handed out of the checkout, until the commits are taken or
     /// anything else runs in the sandbox.
     handed_out: Option<HandedOut>,
@@ -62,6 +67,8 @@ impl<'a> WorkSandbox<'a> {
             repo,
             work_env: Vec::new(),
             sandbox: None,
+            proxy: None,
+            budget: Budget::default(),
             handed_out: None,
             handed_ask: None,
             tip: None,
@@ -76,37 +83,60 @@ impl<'a> WorkSandbox<'a> {
         self
     }
 
+    /// Lets the proxy refuse this work's model requests past `budget`.
+    pub fn with_budget(mut self, budget: Budget) -> WorkSandbox<'a> {
+        self.budget = budget;
+        self
+    }
+
     pub fn log_dir(&self) -> &PathBuf {
         &self.log_dir
     }
 
-    /// The limits and wiring every container of this work gets.
-    fn spec<'s>(&self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
+    /// This work's socket of the model proxy, opened once for every container of the work (the
+    /// agent's and the gate's), so its meter and budget span them all.
+    fn open_proxy(&mut self) -> Result<&WorkProxy> {
+        if self.proxy.is_none() {
+            let proxy = self.ctx.proxy.open(&self.key.to_string(), self.budget)?;
+            self.proxy = Some(proxy);
+        }
+        Ok(self.proxy.as_ref().expect("opened above"))
+    }
+
+    /// The limits and wiring every container of this work gets; the proxy is open.
+    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
     where
         'a: 's,
     {
         let ctx = self.ctx;
         let limits = &ctx.config.sandbox;
+        let proxy = self.proxy.as_ref().expect("the proxy is opened first");
         SandboxSpec {
             image: &ctx.config.image_name,
             run_id: &ctx.run_id,
             project: &ctx.project,
             key,
-            network: &limits.network,
+            network: limits.network,
             memory: &limits.memory,
             pids_limit: limits.pids_limit,
             mounts: &limits.mounts,
             env,
             tea: None,
             volume: None,
+            relay: Relay {
+                socket_dir: proxy.dir(),
+                port: proxy.port,
+            },
         }
     }
 
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
+            let proxy_env = self.open_proxy()?.sandbox_env();
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
+            env.extend(proxy_env);
             let tea = ctx.tea_login();
             let key = self.key.slug();
             let spec = SandboxSpec {
@@ -181,7 +211,7 @@ impl Sandboxed for WorkSandbox<'_> {
             self.written_by = Some(turn.role);
         }
         let sandbox = self.get()?;
-        let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
+        let mut outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
             match event {
                 AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
                 AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
@@ -189,6 +219,10 @@ impl Sandboxed for WorkSandbox<'_> {
             }
             ctx.progress.update(&status);
         })?;
+        // What the API itself billed through the proxy, not what the agent's stream says.
+        if let Some(proxy) = &self.proxy {
+            outcome.usage = proxy.take_usage();
+        }
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());
         self.handed_ask = outcome.ask.clone();
@@ -219,8 +253,12 @@ impl Sandboxed for WorkSandbox<'_> {
                 self.gate_cache.insert(name).clone()
             }
         };
+        // The gate reaches the network as the agent does: through the work's proxy, as `egress`
+        // allows (a build fetches its dependencies).
+        let proxy_env = self.open_proxy()?.sandbox_env();
         let mut env = ctx.sandbox_env();
         env.extend(gate::cache_env());
+        env.extend(proxy_env);
         let spec = SandboxSpec {
             volume: Some((&cache, gate::CACHE)),
             ..self.spec(&key, &env)

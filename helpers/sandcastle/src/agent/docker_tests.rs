@@ -73,7 +73,7 @@ fn processes(sandbox: &Sandbox) -> String {
         .unwrap();
     let list = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        list.contains("sleep infinity"),
+        list.contains("sandcastle relay"),
         "docker top lists the container's init: {list}"
     );
     // A killed process the engine has not reaped yet is dead all the same.

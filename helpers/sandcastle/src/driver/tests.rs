@@ -43,6 +43,8 @@ fn world(config: &str) -> World {
             vars: vec![
                 ("FORGEJO_USER".into(), "alice".into()),
                 ("FORGEJO_TOKEN".into(), token),
+                // The model proxy needs one; no model is called here.
+                ("ANTHROPIC_API_KEY".into(), "sk-driver-test-key".into()),
             ],
         },
     };

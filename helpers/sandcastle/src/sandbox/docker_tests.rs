@@ -31,12 +31,15 @@ pub fn docker_ready() -> bool {
 /// A run id of its own per test, and every container of it removed when the test ends, however.
 pub struct TestRun {
     pub id: String,
+    /// Stands for the model proxy's socket directory; nothing listens in it.
+    proxy_dir: tempfile::TempDir,
 }
 
 impl TestRun {
     pub fn new(name: &str) -> TestRun {
         TestRun {
             id: format!("test-{name}-{}", std::process::id()),
+            proxy_dir: tempfile::tempdir().unwrap(),
         }
     }
 
@@ -70,13 +73,18 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         run_id: &run.id,
         project: Path::new("/nonexistent/sandcastle-test-project"),
         key,
-        network: "host",
+        // The tests' model and forge servers are on the host's 127.0.0.1.
+        network: sandcastle_config::Network::Host,
         memory: "2g",
         pids_limit: 512,
         mounts: &[],
         env,
         tea: None,
         volume: None,
+        relay: Relay {
+            socket_dir: run.proxy_dir.path(),
+            port: 0,
+        },
     }
 }
 
@@ -119,7 +127,7 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
         "{{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}} {{.HostConfig.PidsLimit}} \
          {{.HostConfig.Memory}} {{.HostConfig.NetworkMode}} {{len .Mounts}}",
     );
-    assert_eq!(config, "[ALL] [no-new-privileges] 512 2147483648 host 0");
+    assert_eq!(config, "[ALL] [no-new-privileges] 512 2147483648 host 1");
     let created = inspect(
         sandbox.id(),
         "{{.Path}} {{.Args}} {{.Config.Env}} {{.Config.Labels}}",

@@ -221,10 +221,12 @@ fn a_secret_in_a_commit_subject_never_reaches_the_forge() {
     };
     let h = Harness::new(
         json!([{"match": "# Role: pull-request fixer", "turns": [
-            {"bash": "echo fix > fix.txt && git add fix.txt && git commit -qm \"Use key $ANTHROPIC_API_KEY\"", "description": "leaky commit"},
-            {"text": format!("Fixed with $ANTHROPIC_API_KEY. {COMPLETE}")}]}]),
+            {"bash": "echo fix > fix.txt && git add fix.txt && git commit -qm \"Use key $DEPLOY_TOKEN\"", "description": "leaky commit"},
+            {"text": format!("Fixed with $DEPLOY_TOKEN. {COMPLETE}")}]}]),
         "",
     );
+    // A secret of the project's that sandboxes get (the model key no longer reaches them).
+    h.write_env_with(&h.token, "DEPLOY_TOKEN=sk-deploy-e2e-secret-0000\n");
     let pull = h.sent_back_pull(
         "sandcastle/issue-4",
         "bob",
@@ -237,11 +239,11 @@ fn a_secret_in_a_commit_subject_never_reaches_the_forge() {
     assert_eq!(comments.len(), 1, "{comments:?}");
     assert!(comments[0].contains("- Use key [redacted]"), "{comments:?}");
     assert!(
-        !comments[0].contains("sk-test-e2e-secret-key"),
+        !comments[0].contains("sk-deploy-e2e-secret-0000"),
         "{comments:?}"
     );
     assert!(
-        h.remote_log("sandcastle/issue-4")[0].contains("sk-test-e2e-secret-key"),
+        h.remote_log("sandcastle/issue-4")[0].contains("sk-deploy-e2e-secret-0000"),
         "the commit itself is the agent's to write: only what sandcastle posts is redacted"
     );
 }

@@ -56,11 +56,16 @@ pub struct Harness {
 impl Harness {
     /// `config` is appended to the generated `.sandcastle/config.toml` (top-level keys first). Without
     /// a `[commands]` table of its own, the gate is `true`: the test image has no cargo. Without a
-    /// `[questions]` or `[clarify]` table, nobody is asked (the tests that ask opt in).
+    /// `[questions]` or `[clarify]` table, nobody is asked (the tests that ask opt in). Without a
+    /// `[sandbox]` table, sandboxes are on the default network, `none`.
     pub fn new(scenario: Value, config: &str) -> Harness {
         let mut defaults = String::new();
         if !config.contains("[commands]") {
             defaults += "[commands]\ncheck = [[\"true\"]]\n";
+        }
+        // The default network: loopback only, the model through sandcastle's proxy.
+        if !config.contains("[sandbox]") {
+            defaults += "[sandbox]\nmemory = \"2g\"\npidsLimit = 512\n";
         }
         let forge = FakeForge::start();
         let token = forge.add_user(OWNER);
@@ -78,7 +83,7 @@ impl Harness {
             dir.join("config.toml"),
             format!(
                 "repo = \"{REPO}\"\nforgeHost = \"{}\"\nimageName = \"{}\"\nidleTimeout = \"90s\"\npollInterval = \"1s\"\n{config}\n\
-                 {defaults}[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
+                 {defaults}",
                 forge.url(),
                 image()
             ),

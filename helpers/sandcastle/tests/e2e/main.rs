@@ -9,6 +9,7 @@ mod faults;
 mod forge_out;
 mod green;
 mod harness;
+mod proxy;
 mod questions;
 mod spend;
 mod trust;
@@ -143,8 +144,8 @@ fn two_issues_become_two_pull_requests() {
     assert!(
         transcripts.iter().any(|f| std::fs::read_to_string(f)
             .unwrap()
-            .contains("token= key=[redacted]")),
-        "the transcript kept the redacted line, and the sandbox had no forge token"
+            .contains("token= key=sandcastle-work-")),
+        "the sandbox had no forge token and only the proxy's placeholder for the model key"
     );
     assert!(h.containers().is_empty(), "no container left");
 }

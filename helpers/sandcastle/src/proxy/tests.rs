@@ -1,0 +1,301 @@
+//! The proxy with the relay in front of it, against the scripted Messages API: what a sandbox's
+//! Claude Code sends, over TCP to the relay and on through the work's socket.
+use super::*;
+use fake_anthropic::{FakeAnthropic, Scenario};
+use sandcastle_config::Egress;
+use serde_json::json;
+
+const REAL_KEY: &str = "sk-ant-real-operator-key";
+
+fn model() -> FakeAnthropic {
+    let scenario = json!([{"match": "hello", "turns": [{"text": "hi there"}]}]);
+    FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap()
+}
+
+fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
+    Proxy::start(
+        Upstream::new(Some(model.url()), credential).unwrap(),
+        Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+        },
+    )
+    .unwrap()
+}
+
+/// A relay on a port of 127.0.0.1 passing to `work`'s socket, as in a sandbox; its base URL.
+fn relay_to(work: &WorkProxy) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let socket: Arc<Path> = Arc::from(work.socket().as_path());
+    std::thread::spawn(move || crate::relay::serve(listener, socket));
+    url
+}
+
+fn ask(base: &str, key: Option<&str>, stream: bool) -> (u16, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut request = agent
+        .post(format!("{base}/v1/messages"))
+        .header("anthropic-version", "2023-06-01");
+    if let Some(key) = key {
+        request = request.header("x-api-key", key);
+    }
+    let body = json!({
+        "model": "claude-test", "max_tokens": 10, "stream": stream,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]
+    });
+    let mut response = request.send_json(body).unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap())
+}
+
+fn placeholder(work: &WorkProxy) -> String {
+    let env = work.sandbox_env();
+    env.iter()
+        .find(|(k, _)| k == "ANTHROPIC_API_KEY")
+        .map(|(_, v)| v.clone())
+        .unwrap()
+}
+
+#[test]
+fn a_request_with_the_works_key_reaches_the_model_with_the_real_credential_only() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    assert!(!key.contains(REAL_KEY));
+
+    let (status, body) = ask(&base, Some(&key), false);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("hi there"), "{body}");
+    let (status, body) = ask(&base, Some(&key), true);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("event: message_start"), "{body}");
+    assert!(body.contains("hi there"), "{body}");
+
+    assert_eq!(model.credentials(), [REAL_KEY.to_string()]);
+}
+
+#[test]
+fn another_works_key_or_none_is_refused_before_the_model_hears_of_it() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let other = proxy.open("issue #2", Budget::default()).unwrap();
+    let base = relay_to(&work);
+
+    for key in [Some(placeholder(&other)), None, Some(REAL_KEY.to_string())] {
+        let (status, body) = ask(&base, key.as_deref(), false);
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("authentication_error"), "{body}");
+    }
+    assert!(model.credentials().is_empty());
+    assert!(model.requests().is_empty());
+}
+
+#[test]
+fn each_credential_goes_in_its_own_header() {
+    for (credential, sent) in [
+        (
+            Credential::AuthToken("tok-auth-123456".into()),
+            "Bearer tok-auth-123456",
+        ),
+        (
+            Credential::OAuth("tok-oauth-123456".into()),
+            "Bearer tok-oauth-123456",
+        ),
+    ] {
+        let model = model();
+        let proxy = proxy_to(&model, credential);
+        let work = proxy.open("issue #1", Budget::default()).unwrap();
+        let base = relay_to(&work);
+        let (status, body) = ask(&base, Some(&placeholder(&work)), false);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(model.credentials(), [sent.to_string()]);
+    }
+}
+
+#[test]
+fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
+    let model = model();
+    let proxy = Proxy::start(
+        Upstream::new(
+            Some("http://127.0.0.1:1".into()),
+            Credential::ApiKey(REAL_KEY.into()),
+        )
+        .unwrap(),
+        Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+        },
+    )
+    .unwrap();
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let (status, body) = ask(&base, Some(&placeholder(&work)), false);
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        body.contains("api_error") && !body.contains(REAL_KEY),
+        "{body}"
+    );
+
+    let dir = work.dir().to_path_buf();
+    drop(work);
+    assert!(!dir.exists());
+    drop(model);
+}
+
+#[test]
+fn credentials_are_taken_in_order_and_a_missing_one_names_the_keys() {
+    let pick = |set: &[&str]| {
+        let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        Credential::from(|key| set.contains(&key.to_string()).then(|| format!("v-{key}")))
+    };
+    assert!(matches!(
+        pick(&["CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY"]),
+        Ok(Credential::ApiKey(_))
+    ));
+    assert!(matches!(
+        pick(&["CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"]),
+        Ok(Credential::AuthToken(_))
+    ));
+    let Err(error) = pick(&[]) else {
+        panic!("no credential is an error")
+    };
+    assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");
+    let Err(error) = Upstream::new(Some("not a url".into()), Credential::ApiKey("k".into())) else {
+        panic!("a bad URL is an error")
+    };
+    assert!(error.to_string().contains("ANTHROPIC_BASE_URL"), "{error}");
+}
+
+#[test]
+fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "costly", "usage": {"input_tokens": 100000, "output_tokens": 1000}}
+    ], "repeat_last": true}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    // Priced as the dearest model: 100k in at $15/M and 1k out at $75/M is $1.575.
+    let budget = Budget {
+        spent: 1.0,
+        limit: Some(2.5),
+    };
+    let work = proxy.open("issue #1", budget).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+
+    assert_eq!(ask(&base, Some(&key), true).0, 200);
+    let usage = work.take_usage();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (100_000, 1000));
+    assert!((usage.cost_usd - 1.575).abs() < 1e-9, "{usage:?}");
+    assert_eq!(work.take_usage().cost_usd, 0.0, "taken once");
+
+    let (status, body) = ask(&base, Some(&key), false);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("permission_error")
+            && body.contains("issue #1")
+            && body.contains("maxCostPerIssue ($2.50)"),
+        "{body}"
+    );
+    assert_eq!(model.requests().len(), 1, "the refused request never left");
+}
+
+#[test]
+fn a_spent_run_budget_refuses_every_work() {
+    let model = model();
+    let proxy = Proxy::start(
+        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Policy {
+            max_cost_per_run: Some(0.000001),
+            egress: Vec::new(),
+        },
+    )
+    .unwrap();
+    let one = proxy.open("issue #1", Budget::default()).unwrap();
+    let two = proxy.open("issue #2", Budget::default()).unwrap();
+    assert_eq!(ask(&relay_to(&one), Some(&placeholder(&one)), false).0, 200);
+    let (status, body) = ask(&relay_to(&two), Some(&placeholder(&two)), false);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("maxCostPerRun"), "{body}");
+}
+
+fn proxy_with_egress(model: &FakeAnthropic, egress: &[&str]) -> Proxy {
+    Proxy::start(
+        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Policy {
+            max_cost_per_run: None,
+            egress: egress.iter().map(|e| Egress::parse(e).unwrap()).collect(),
+        },
+    )
+    .unwrap()
+}
+
+/// `CONNECT host:port` through the relay, with the proxy URL's user and password; what the
+/// proxy answered, and the connection for what follows.
+fn connect(base: &str, target: &str, token: &str) -> (String, std::net::TcpStream) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("sandcastle:{token}"));
+    write!(
+        stream,
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: Basic {auth}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    (String::from_utf8_lossy(&head).into_owned(), stream)
+}
+
+#[test]
+fn connect_tunnels_to_an_allowed_host_only_and_counts_the_refusals() {
+    use std::io::{Read, Write};
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let echo_port = echo.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in echo.incoming().flatten() {
+            let mut buffer = [0u8; 5];
+            if stream.read_exact(&mut buffer).is_ok() {
+                let _ = stream.write_all(&buffer);
+            }
+        }
+    });
+    let model = model();
+    let proxy = proxy_with_egress(&model, &[&format!("127.0.0.1:{echo_port}")]);
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let token = placeholder(&work);
+
+    let (head, mut tunnel) = connect(&base, &format!("127.0.0.1:{echo_port}"), &token);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tunnel.write_all(b"hello").unwrap();
+    let mut echoed = [0u8; 5];
+    tunnel.read_exact(&mut echoed).unwrap();
+    assert_eq!(&echoed, b"hello");
+
+    for _ in 0..2 {
+        let (head, _) = connect(&base, "evil.example:443", &token);
+        assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    }
+    let (head, _) = connect(&base, &format!("127.0.0.1:{echo_port}"), "wrong");
+    assert!(head.starts_with("HTTP/1.1 407"), "{head}");
+    assert_eq!(
+        proxy.blocked("issue #1"),
+        [BlockedRequest {
+            host: "evil.example".into(),
+            port: 443,
+            count: 2
+        }]
+    );
+    assert!(proxy.blocked("issue #2").is_empty());
+}

@@ -1,0 +1,373 @@
+//! The model proxy end to end: the key stays on the host, the model still answers through the
+//! relay, and the proxy refuses what is not the work's own. Real Docker, the real Claude Code CLI.
+use crate::harness::{Harness, docker_or_skip};
+use serde_json::{Value, json};
+use std::process::Command;
+
+const COMPLETE: &str = "<promise>COMPLETE</promise>";
+/// The harness's `.sandcastle/.env` key.
+const KEY: &str = "sk-test-e2e-secret-key";
+/// The key, put together by the shell, so that no command the agent runs holds it literally (a
+/// search would find the command itself in Claude Code's session file).
+const KEY_IN_SHELL: &str = "k=sk-test-e2e; k=\"$k-secret-key\"";
+
+fn reviewer() -> Value {
+    json!({"match": "# Role: reviewer", "turns": [{"text": format!("Fine. {COMPLETE}")}]})
+}
+
+fn one_issue(turns: Value, config: &str) -> Harness {
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": turns}]),
+        config,
+    );
+    assert_eq!(
+        h.create_issue("The work", "Look around.", &["ready-for-agent"]),
+        1
+    );
+    h
+}
+
+/// Everything the container holds of it: its configuration, and every file root can read.
+fn container_holds_key(id: &str) -> String {
+    let inspect = Command::new("docker")
+        .args(["inspect", id])
+        .output()
+        .unwrap();
+    let mut found = String::new();
+    if String::from_utf8_lossy(&inspect.stdout).contains(KEY) {
+        found += "docker inspect; ";
+    }
+    let grep = Command::new("docker")
+        .args(["exec", id, "grep", "-rlF", KEY, "/"])
+        .args([
+            "--exclude-dir=proc",
+            "--exclude-dir=sys",
+            "--exclude-dir=dev",
+        ])
+        .output()
+        .unwrap();
+    found += &String::from_utf8_lossy(&grep.stdout);
+    found
+}
+
+/// The agent looks everywhere for the key while the test looks at its container: nobody finds
+/// it, the agent's model calls succeed, and the model server got the real key from the proxy.
+#[test]
+fn the_model_key_never_enters_a_sandbox() {
+    key_stays_out("");
+}
+
+/// The same on the host's network, the opt-out: direct network access, and still no key.
+#[test]
+fn the_model_key_never_enters_a_sandbox_on_the_hosts_network() {
+    key_stays_out("[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n");
+}
+
+fn key_stays_out(config: &str) {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let look = format!(
+        "{KEY_IN_SHELL}; {{ env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null; done; \
+         grep -rlF \"$k\" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | sed 's/^/FOUND IN /'; \
+         tr '\\0' '\\n' < /proc/self/environ | grep -c \"$k\" | sed 's/^/own environment: /'; \
+         }} > seen.txt; touch /tmp/looked; for i in $(seq 600); do [ -f /tmp/go ] && break; sleep 0.1; done; \
+         git add seen.txt && git commit -qm 'What the sandbox saw'"
+    );
+    let h = one_issue(
+        json!([{"bash": look, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
+        config,
+    );
+
+    let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/looked");
+    let containers = h.containers();
+    assert_eq!(containers.len(), 1);
+    let found = container_holds_key(&containers[0]);
+    h.touch_in_sandbox("/tmp/go");
+    assert!(run.wait().unwrap().success());
+
+    assert_eq!(found, "", "the key is in the container");
+    let seen = h.remote_file("sandcastle/issue-1", "seen.txt");
+    assert!(!seen.contains(KEY), "{seen}");
+    assert!(!seen.contains("FOUND IN"), "{seen}");
+    assert!(seen.contains("own environment: 0"), "{seen}");
+    assert!(
+        seen.contains("ANTHROPIC_BASE_URL=http://127.0.0.1:")
+            && seen.contains("ANTHROPIC_API_KEY=sandcastle-work-"),
+        "Claude Code is pointed at the relay with a placeholder:\n{seen}"
+    );
+    assert!(!h.anthropic.requests().is_empty());
+    assert_eq!(h.anthropic.credentials(), [KEY.to_string()]);
+    assert_eq!(h.pulls().len(), 1, "the work published");
+}
+
+/// On the default network the sandbox reaches neither the forge nor the model server directly,
+/// and cannot stop or look into the relay; its model calls go on through the relay all the same.
+#[test]
+fn a_sandbox_reaches_nothing_directly_and_cannot_touch_the_relay() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    // The ports are the test's to tell: they exist only once the servers run.
+    let probe = "touch /tmp/ready; for i in $(seq 600); do [ -s /tmp/ports ] && break; sleep 0.1; done; \
+         { for port in $(cat /tmp/ports); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && echo \"REACHED $port\" || echo \"refused $port\"; done; \
+         for pid in $(ps -eo pid=,user= | awk '$2==\"root\"{print $1}'); do kill -9 $pid 2>/dev/null && echo \"KILLED $pid\" || echo \"not killed $pid\"; \
+         tr '\\0' '\\n' < /proc/$pid/environ >/dev/null 2>&1 && echo \"READ $pid\"; done; } > probe.txt; \
+         git add probe.txt && git commit -qm 'What the sandbox reached'";
+    let h = one_issue(
+        json!([{"bash": probe, "description": "probe"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/ready");
+    let ports = format!("{} {}", port_of(h.forge.url()), h.anthropic.port());
+    for id in h.containers() {
+        let told = Command::new("docker")
+            .args([
+                "exec",
+                &id,
+                "sh",
+                "-c",
+                &format!("echo {ports} > /tmp/ports"),
+            ])
+            .status()
+            .unwrap();
+        assert!(told.success());
+    }
+    assert!(run.wait().unwrap().success());
+
+    let probe = h.remote_file("sandcastle/issue-1", "probe.txt");
+    assert!(
+        !probe.contains("REACHED") && !probe.contains("KILLED"),
+        "{probe}"
+    );
+    assert!(!probe.contains("READ"), "{probe}");
+    assert!(
+        probe.contains("not killed"),
+        "the relay and the init are root's:\n{probe}"
+    );
+    assert_eq!(probe.matches("refused").count(), 2, "{probe}");
+    assert_eq!(h.pulls().len(), 1, "the model answered after the attempts");
+}
+
+fn port_of(url: &str) -> u16 {
+    url.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The relay dies in one sandbox mid-turn (the agent cannot kill it: it is root's): that work
+/// fails, with its sandbox gone; the other work of the pass publishes.
+#[test]
+fn a_dead_relay_fails_only_its_own_work() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let plan = r#"<plan>{"issues":[{"id":1,"title":"One","branch":"sandcastle/issue-1"},{"id":2,"title":"Two","branch":"sandcastle/issue-2"}]}</plan>"#;
+    let wait = "touch /tmp/ready; for i in $(seq 600); do [ -f /tmp/go ] && break; sleep 0.1; done; echo late > late.txt";
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: planner", "turns": [{"text": format!("Both. {plan}")}]},
+            reviewer(),
+            {"match": "The issue: #1\n", "turns": [{"bash": wait, "description": "wait"}, {"text": format!("Done. {COMPLETE}")}]},
+            {"match": "The issue: #2\n", "turns": [
+                {"bash": "echo two > two.txt && git add two.txt && git commit -qm Two", "description": "commit"},
+                {"text": format!("Done. {COMPLETE}")}]},
+        ]),
+        "maxConcurrency = 2",
+    );
+    h.create_issue("One", "Wait.", &["ready-for-agent"]);
+    h.create_issue("Two", "Commit.", &["ready-for-agent"]);
+
+    let mut run = h
+        .command(&["run", "--once"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    h.wait_for_file(&mut run, "/tmp/ready");
+    let one = h
+        .containers()
+        .into_iter()
+        .find(|id| {
+            let name = Command::new("docker")
+                .args(["inspect", "--format", "{{.Name}}", id])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&name.stdout)
+                .trim_end()
+                .ends_with("-issue-1")
+        })
+        .expect("issue 1's sandbox");
+    let killed = Command::new("docker")
+        .args(["exec", &one, "sh", "-c"])
+        .arg("kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+
+    assert!(!output.status.success(), "a work failed");
+    let pulls = h.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!(pulls[0]["head"]["ref"], "sandcastle/issue-2");
+    assert!(h.remote_log("sandcastle/issue-1").is_empty());
+    assert!(
+        stderr.contains("sandboxes have no network but loopback"),
+        "{stderr}"
+    );
+    assert!(h.containers().is_empty());
+}
+
+/// A tool call spends through the proxy behind Claude Code's back: its own stream reports next to
+/// nothing, the proxy's meter reports what the API billed, refuses the agent's next request, and
+/// the work stops on `maxCostPerIssue` as it does when the agent itself spends.
+#[test]
+fn the_budget_is_the_proxys_meter_not_the_agents_word() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let spend = r#"body='{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"SPEND-BEHIND-ITS-BACK"}]}'; exec 3<>/dev/tcp/127.0.0.1/${ANTHROPIC_BASE_URL##*:}; printf 'POST /v1/messages HTTP/1.1\r\nHost: model\r\nx-api-key: %s\r\ncontent-type: application/json\r\nanthropic-version: 2023-06-01\r\ncontent-length: %s\r\nconnection: close\r\n\r\n%s' "$ANTHROPIC_API_KEY" "${#body}" "$body" >&3; head -c 200 <&3"#;
+    let h = Harness::new(
+        json!([
+            reviewer(),
+            {"match": "SPEND-BEHIND-ITS-BACK", "without_tools": true, "turns": [
+                {"text": "spent", "usage": {"input_tokens": 1_000_000, "output_tokens": 0}}]},
+            {"match": "The issue: #1\n", "turns": [
+                {"bash": spend, "description": "spend"},
+                {"text": format!("Done. {COMPLETE}")}]},
+        ]),
+        "[budget]\nmaxCostPerIssue = 5",
+    );
+    let issue = h.create_issue("Costly", "Spend.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(output.status.success());
+
+    let spent = h
+        .anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.prompt.contains("SPEND-BEHIND-ITS-BACK"))
+        .count();
+    assert_eq!(
+        spent, 1,
+        "the tool call reached the model through the proxy"
+    );
+    assert!(
+        !h.anthropic
+            .requests()
+            .iter()
+            .any(|r| r.prompt.contains("The issue: #1\n") && r.turn > 0),
+        "the agent's next request was refused"
+    );
+    let report = h.last_report();
+    let cost = report["work"][0]["total"]["usage"]["cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        cost >= 15.0,
+        "the API's own figure, 1M tokens at $15/M: {report}"
+    );
+    let comments = h.comments_of(issue);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert!(
+        comments[0].contains("which reaches [budget] maxCostPerIssue ($5.00)"),
+        "{comments:?}"
+    );
+    assert!(h.pulls().is_empty());
+}
+
+/// Through `HTTP_PROXY`/`HTTPS_PROXY` (git's own libcurl, a real client): the forge allowed in
+/// `[sandbox] egress` answers; a host not in it is refused, over CONNECT and absolute-form, and
+/// the pull request and the run report list what was refused.
+#[test]
+fn egress_reaches_exactly_the_allowed_hosts_and_the_pull_request_lists_the_rest() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    // `NO_PROXY=` so git goes through the proxy to 127.0.0.1 too (the test's forge lives there).
+    let reach = "NO_PROXY= no_proxy= git ls-remote \"$SANDCASTLE_FORGE_URL/alice/demo.git\" > allowed.txt 2>&1; echo \"exit $?\" >> allowed.txt; \
+         { git ls-remote https://blocked.example/x.git; echo \"exit $?\"; NO_PROXY= no_proxy= git ls-remote http://127.0.0.1:9/x.git; echo \"exit $?\"; \
+         git ls-remote https://blocked.example/y.git; } > blocked.txt 2>&1; \
+         git add allowed.txt blocked.txt && git commit -qm 'What the proxy let through'";
+    let h = one_issue(
+        json!([{"bash": reach, "description": "reach"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    // The harness's [sandbox] table is the config's last.
+    let config = h.project().join(".sandcastle/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text += &format!("egress = [\"127.0.0.1:{}\"]\n", port_of(h.forge.url()));
+    std::fs::write(&config, text).unwrap();
+
+    let output = h.sandcastle(&["run", "--issue", "1"]);
+    assert!(output.status.success());
+
+    let allowed = h.remote_file("sandcastle/issue-1", "allowed.txt");
+    assert!(
+        allowed.contains("refs/heads/main") && allowed.contains("exit 0"),
+        "{allowed}"
+    );
+    let blocked = h.remote_file("sandcastle/issue-1", "blocked.txt");
+    assert!(!blocked.contains("exit 0"), "{blocked}");
+    let body = h.only_pull_body();
+    assert!(body.contains("## Blocked network requests"), "{body}");
+    assert!(body.contains("- `blocked.example:443` (2 times)"), "{body}");
+    assert!(body.contains("- `127.0.0.1:9` (1 time)"), "{body}");
+    assert!(
+        !body.contains(&format!("127.0.0.1:{}", port_of(h.forge.url()))),
+        "{body}"
+    );
+    let report = h.last_report();
+    let listed = &report["work"][0]["blockedRequests"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{report}");
+}
+
+/// A remote engine cannot mount the proxy's socket: the run refuses it in one line before it
+/// changes anything. (`docker context inspect` reads the CLI's own settings: nothing is contacted
+/// but 127.0.0.1.)
+#[test]
+fn a_remote_engine_is_refused_in_one_line() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(json!([]), "");
+    let labels = h.repo_labels();
+    let output = h
+        .command(&["run", "--once"])
+        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let lines = crate::harness::stderr_lines(&output);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("the Docker engine at tcp://127.0.0.1:9 is remote")
+            && lines[0].contains("run sandcastle on the engine's host"),
+        "{lines:?}"
+    );
+    assert_eq!(h.repo_labels(), labels, "nothing changed on the forge");
+
+    let doctor = h
+        .command(&["doctor"])
+        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        said.lines()
+            .any(|l| !l.starts_with("ok") && l.contains("tcp://127.0.0.1:9 is remote")),
+        "{said}"
+    );
+    let doctor = h.sandcastle(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        said.lines().any(|l| l.starts_with("ok")
+            && l.contains("sandboxes have no network but loopback; the model is reached through sandcastle's proxy")),
+        "{said}"
+    );
+}
