@@ -49,6 +49,7 @@ pub struct WorkReport {
     #[serde(default)]
     pub gate_passed: Option<bool>,
     /// How long each gate run took, its container's start and removal included.
+    #[serde(default)]
     pub gate_seconds: Vec<f64>,
     /// What clarifying the issue before work came to in this run (`clarify.rs`), if it ran.
     #[serde(default)]

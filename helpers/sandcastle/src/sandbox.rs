@@ -716,9 +716,9 @@ mod tests {
             "run -d --name sandcastle-20261202T130405Z-1-issue-42",
             "--label sandcastle.run=20261202T130405Z-1",
             &format!("--label sandcastle.project={}", dir.path().display()),
-            &format!("--label sandcastle.host={} --init", host_name()),
+            &format!("--label sandcastle.host={} --init --user 0:0", host_name()),
             "--cap-drop ALL --security-opt no-new-privileges",
-            "--pids-limit 1024 --memory 4g --network host --user 0:0",
+            "--pids-limit 1024 --memory 4g --network host",
             "-v /tmp/sandcastle-proxy-x:/run/sandcastle:ro --entrypoint sandcastle",
             &format!(
                 "-v {}:/nix/store:ro sandcastle:test relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock",
