@@ -100,6 +100,9 @@ pub struct AgentOutcome {
     /// What the same hand-out carried of the outbox of `sandcastle ask`; `None` when there was no
     /// usable hand-out: the outbox is read with an exec of its own.
     pub ask: Option<hand_out::Ask>,
+    /// The container stopped during the turn (its main process, the relay, exited): the turn
+    /// failed, and the sandbox takes no other.
+    pub sandbox_stopped: bool,
 }
 
 /// Live events for the progress view.
@@ -342,8 +345,23 @@ pub fn run(
         transcript: transcript_path.clone(),
         commits: commits.clone(),
         ask: ask.clone(),
+        sandbox_stopped: false,
     };
     let fail = |message: String| Ok(outcome(Ending::Failed(message), String::new()));
+    // Only a turn whose cleanup failed asks whether the container still runs: a relay that exited
+    // stopped it, which fails this turn, not the machinery.
+    if killed.is_err() && !sandbox.running()? {
+        return Ok(AgentOutcome {
+            sandbox_stopped: true,
+            ..outcome(
+                Ending::Failed(format!(
+                    "{label}: the sandbox stopped during the turn (its relay, the container's main process, exited); transcript: {}",
+                    transcript_path.display()
+                )),
+                String::new(),
+            )
+        });
+    }
     if let Err(kill) = killed {
         // Broken machinery, not the agent's result: the container is not quiet for another turn.
         anyhow::bail!(

@@ -590,9 +590,12 @@ fn take_turn(
     Ok(outcome)
 }
 
-/// Claude Code refused `--resume` when it failed before it even opened a session.
+/// Claude Code refused `--resume` when it failed before it even opened a session (not when its
+/// sandbox stopped under it).
 fn refused_resume(outcome: &AgentOutcome) -> bool {
-    matches!(outcome.ending, Ending::Failed(_)) && outcome.session.is_none()
+    matches!(outcome.ending, Ending::Failed(_))
+        && outcome.session.is_none()
+        && !outcome.sandbox_stopped
 }
 
 /// Whether the work has something to publish: commits beyond the base for an issue. A sent-back

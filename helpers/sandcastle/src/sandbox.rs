@@ -252,6 +252,21 @@ impl Sandbox {
         sessions.insert(session_id.to_string());
     }
 
+    /// Whether the container still runs: it stops when its main process, the relay, exits.
+    pub fn running(&self) -> Result<bool> {
+        let state = output(
+            Command::new("docker").args([
+                "container",
+                "inspect",
+                "--format",
+                "{{.State.Running}}",
+                &self.id,
+            ]),
+            "docker container inspect",
+        )?;
+        Ok(state == "true")
+    }
+
     /// `docker rm -f`.
     pub fn remove(self) -> Result<()> {
         remove_containers(&[&self.id])

@@ -3,6 +3,8 @@
 //! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
 //! the tip the host took in, sharing with earlier gates only a build cache the agent never sees.
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
+//! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
+//! failed, and the next one gets a fresh one.
 //! Removed when dropped (on success, error or panic), the cache volume too.
 use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
 use crate::checkout;
@@ -222,6 +224,16 @@ impl Sandboxed for WorkSandbox<'_> {
         // What the API itself billed through the proxy, not what the agent's stream says.
         if let Some(proxy) = &self.proxy {
             outcome.usage = proxy.take_usage();
+        }
+        if outcome.sandbox_stopped
+            && let Some(sandbox) = self.sandbox.take()
+        {
+            // Removed now: the fresh one takes its name, and nothing comes out of it any more.
+            sandbox.remove()?;
+            ctx.progress.note(&format!(
+                "{key}: the sandbox stopped during {} iteration {}; the next turn starts a fresh one from the work branch",
+                turn.role, turn.counted
+            ));
         }
         ctx.report
             .record_iteration(&key, turn.role, &outcome.usage, started.elapsed());

@@ -196,6 +196,7 @@ impl Sandboxed for Script<'_> {
             transcript: PathBuf::from("/nonexistent/transcript.jsonl"),
             commits: None,
             ask: None,
+            sandbox_stopped: false,
         })
     }
 
