@@ -113,6 +113,7 @@ fn an_iteration_that_commits_and_completes() {
     .unwrap();
 
     assert_eq!(outcome.ending, Ending::Completed);
+    assert!(!outcome.sandbox_stopped);
     assert_eq!(
         outcome.result_text,
         "Committed hello.txt. <promise>COMPLETE</promise>"
@@ -239,6 +240,73 @@ fn an_error_result_is_a_failure_even_with_subtype_success() {
     assert!(message.ends_with(&format!("transcript: {}", transcript_path.display())));
     let transcript = std::fs::read_to_string(transcript_path).unwrap();
     assert!(transcript.contains(r#""is_error":true"#));
+}
+
+/// The relay, the container's main process, dies mid-turn: the container stops, and the turn is
+/// the agent's failed turn, marked so, not broken machinery.
+#[test]
+fn a_sandbox_that_stops_mid_turn_fails_the_turn_not_the_machinery() {
+    if !docker_ready() {
+        return;
+    }
+    let model = fake(serde_json::json!([{
+        "match": "TASK-wait",
+        "turns": [{"bash": "touch /tmp/ready; sleep 60"}, {"text": "late <promise>COMPLETE</promise>"}]
+    }]));
+    let run = TestRun::new("agent-stopped");
+    let env = env(&model.url());
+    let sandbox = Sandbox::start(&spec(&run, "issue-5", &env)).unwrap();
+    workspace(&sandbox);
+    let logs = tempfile::tempdir().unwrap();
+    let id = sandbox.id().to_string();
+    let killer = std::thread::spawn(move || {
+        let ready = || {
+            Command::new("docker")
+                .args(["exec", &id, "test", "-f", "/tmp/ready"])
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ready() {
+            assert!(
+                Instant::now() < deadline,
+                "the agent never got to its tool call"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let killed = Command::new("docker")
+            .args(["exec", "-u", "0", &id, "sh", "-c"])
+            .arg("kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    });
+
+    let started = Instant::now();
+    let outcome = super::run(
+        &sandbox,
+        &agent_run("Do TASK-wait.", logs.path(), 4),
+        &redactor(),
+        &mut |_| {},
+    )
+    .unwrap();
+    killer.join().unwrap();
+
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(outcome.sandbox_stopped);
+    assert!(!sandbox.running().unwrap());
+    let Ending::Failed(message) = &outcome.ending else {
+        panic!("a failed turn: {:?}", outcome.ending);
+    };
+    assert!(
+        message.starts_with("implementer iteration 4: the sandbox stopped during the turn"),
+        "{message}"
+    );
+    assert!(outcome.commits.is_none() && outcome.session.is_none());
 }
 
 #[test]
