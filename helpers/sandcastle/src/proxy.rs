@@ -227,12 +227,7 @@ impl Proxy {
             let listener = tokio::net::UnixListener::from_std(listener)?;
             self.runtime.spawn(serve(listener, Arc::clone(&work)))
         };
-        Ok(WorkProxy {
-            dir,
-            task,
-            work,
-            port: free_loopback_port()?,
-        })
+        Ok(WorkProxy { dir, task, work })
     }
 }
 
@@ -241,9 +236,6 @@ pub struct WorkProxy {
     dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,
     work: Arc<Work>,
-    /// The loopback port the relay listens on inside the container: free on this host, so it
-    /// does not collide when the sandbox shares the host's network.
-    pub port: u16,
 }
 
 impl WorkProxy {
@@ -254,9 +246,10 @@ impl WorkProxy {
 
     /// What the sandbox is given instead of the credential and a network: the relay's address
     /// and the work's placeholder key for Claude Code, and the same relay as the proxy of every
-    /// other program (the loopback itself excepted, where the relay is).
-    pub fn sandbox_env(&self) -> Vec<(String, String)> {
-        let relay = format!("127.0.0.1:{}", self.port);
+    /// other program (the loopback itself excepted, where the relay is): on `port`, the
+    /// container's own (`relay_port`).
+    pub fn sandbox_env(&self, port: u16) -> Vec<(String, String)> {
+        let relay = format!("127.0.0.1:{port}");
         let proxy = format!("http://{PROXY_USER}:{}@{relay}", self.work.token);
         let mut env = vec![
             ("ANTHROPIC_BASE_URL".to_string(), format!("http://{relay}")),
@@ -289,8 +282,10 @@ impl Drop for WorkProxy {
     }
 }
 
-/// A port of 127.0.0.1 nothing listens on now.
-fn free_loopback_port() -> Result<u16> {
+/// A port for one container's relay: one nothing on this host's 127.0.0.1 listens on now, so the
+/// relays of containers sharing the host's network (a work's agent and gate among them) do not
+/// collide.
+pub fn relay_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .context("cannot find a free port on 127.0.0.1")?;
     Ok(listener.local_addr()?.port())

@@ -15,7 +15,7 @@ use crate::git::{Imported, WorkRepo};
 use crate::hand_out::{self, Commits};
 use crate::outbox;
 use crate::progress::Status;
-use crate::proxy::{Budget, WorkProxy};
+use crate::proxy::{self, Budget, WorkProxy};
 use crate::role::{Role, WorkKey};
 use crate::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use anyhow::Result;
@@ -105,8 +105,9 @@ impl<'a> WorkSandbox<'a> {
         Ok(self.proxy.as_ref().expect("opened above"))
     }
 
-    /// The limits and wiring every container of this work gets; the proxy is open.
-    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
+    /// The limits and wiring every container of this work gets, its relay on `port`; the proxy
+    /// is open.
+    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)], port: u16) -> SandboxSpec<'s>
     where
         'a: 's,
     {
@@ -127,7 +128,7 @@ impl<'a> WorkSandbox<'a> {
             volume: None,
             relay: Relay {
                 socket_dir: proxy.dir(),
-                port: proxy.port,
+                port,
             },
         }
     }
@@ -135,7 +136,8 @@ impl<'a> WorkSandbox<'a> {
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
-            let proxy_env = self.open_proxy()?.sandbox_env();
+            let port = proxy::relay_port()?;
+            let proxy_env = self.open_proxy()?.sandbox_env(port);
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
             env.extend(proxy_env);
@@ -143,7 +145,7 @@ impl<'a> WorkSandbox<'a> {
             let key = self.key.slug();
             let spec = SandboxSpec {
                 tea: tea.as_ref(),
-                ..self.spec(&key, &env)
+                ..self.spec(&key, &env, port)
             };
             let sandbox = Sandbox::start(&spec)?;
             // Dropped (and so removed) if the checkout cannot be made.
@@ -267,13 +269,14 @@ impl Sandboxed for WorkSandbox<'_> {
         };
         // The gate reaches the network as the agent does: through the work's proxy, as `egress`
         // allows (a build fetches its dependencies).
-        let proxy_env = self.open_proxy()?.sandbox_env();
+        let port = proxy::relay_port()?;
+        let proxy_env = self.open_proxy()?.sandbox_env(port);
         let mut env = ctx.sandbox_env();
         env.extend(gate::cache_env());
         env.extend(proxy_env);
         let spec = SandboxSpec {
             volume: Some((&cache, gate::CACHE)),
-            ..self.spec(&key, &env)
+            ..self.spec(&key, &env, port)
         };
         let sandbox = Sandbox::start(&spec)?;
         let outcome = sandbox

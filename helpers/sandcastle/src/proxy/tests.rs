@@ -54,7 +54,7 @@ fn ask(base: &str, key: Option<&str>, stream: bool) -> (u16, String) {
 }
 
 fn placeholder(work: &WorkProxy) -> String {
-    let env = work.sandbox_env();
+    let env = work.sandbox_env(relay_port().unwrap());
     env.iter()
         .find(|(k, _)| k == "ANTHROPIC_API_KEY")
         .map(|(_, v)| v.clone())
