@@ -206,8 +206,11 @@ fn a_new_project_from_the_template_up_to_doctor() {
     let with_command = |argv: &str| {
         std::fs::write(
             &config_path,
-            format!(
-                "{config}\n[questions]\nhandlers = [\"forge\", \"command\"]\ncommand = {argv}\n"
+            // The template's own `[questions]` table gets the keys.
+            config.replacen(
+                "\n[questions]\n",
+                &format!("\n[questions]\nhandlers = [\"forge\", \"command\"]\ncommand = {argv}\n"),
+                1,
             ),
         )
         .unwrap();

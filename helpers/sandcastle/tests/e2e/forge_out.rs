@@ -275,7 +275,8 @@ fn another_branchs_tip_handed_out_is_refused() {
             ),
             done(),
         ]),
-        "",
+        // The attack needs a sandbox that reaches the forge: an operator's opt-out of `none`.
+        "[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
     );
     h.push_branch("maintainers-wip", "wip.txt", "Unreviewed WIP");
 
