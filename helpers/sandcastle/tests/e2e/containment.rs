@@ -348,12 +348,7 @@ fn a_marker_the_agent_prints_ends_nothing() {
     let output = h.sandcastle(&["run", "--issue", "1"]);
     assert!(output.status.success());
 
-    let transcript = h
-        .log_files()
-        .into_iter()
-        .find(|f| f.to_string_lossy().ends_with("implementer-1.jsonl"))
-        .unwrap();
-    let transcript = std::fs::read_to_string(transcript).unwrap();
+    let transcript = h.transcript("implementer-1.jsonl");
     let forged = transcript
         .lines()
         .position(|l| l == "sandcastle-hand-out 1")

@@ -287,14 +287,8 @@ fn another_branchs_tip_handed_out_is_refused() {
     let log = h.remote_log("sandcastle/issue-1");
     assert_eq!(log.first().map(String::as_str), Some("Own work"), "{log:?}");
     assert!(!log.iter().any(|s| s == "Unreviewed WIP"), "{log:?}");
-    let transcript = h
-        .log_files()
-        .into_iter()
-        .find(|f| f.to_string_lossy().ends_with("implementer-1.jsonl"))
-        .unwrap();
     assert!(
-        std::fs::read_to_string(transcript)
-            .unwrap()
+        h.transcript("implementer-1.jsonl")
             .contains("Unreviewed WIP"),
         "the attack ran"
     );

@@ -434,6 +434,16 @@ impl Harness {
         log_files_of(self.project())
     }
 
+    /// The text of the transcript whose file name ends with `name` (`implementer-1.jsonl`).
+    pub fn transcript(&self, name: &str) -> String {
+        let path = self
+            .log_files()
+            .into_iter()
+            .find(|f| f.to_string_lossy().ends_with(name))
+            .unwrap_or_else(|| panic!("no transcript {name}"));
+        std::fs::read_to_string(path).unwrap()
+    }
+
     /// The run report `sandcastle run` wrote last.
     pub fn last_report(&self) -> Value {
         let mut reports: Vec<PathBuf> = self

@@ -99,15 +99,8 @@ fn the_agents_hooks_and_git_config_never_act_on_the_host() {
         open_pull_of(&h, "sandcastle/issue-1").is_some(),
         "published"
     );
-    let transcript = h
-        .log_files()
-        .into_iter()
-        .find(|f| f.to_string_lossy().ends_with("implementer-1.jsonl"))
-        .unwrap();
     assert!(
-        std::fs::read_to_string(transcript)
-            .unwrap()
-            .contains("planted"),
+        h.transcript("implementer-1.jsonl").contains("planted"),
         "the attack ran"
     );
     assert!(h.containers().is_empty());
