@@ -5,8 +5,9 @@
 # forge and fake Anthropic servers (they listen on 127.0.0.1, which the
 # sandbox has) and tests that use real git. What is skipped: tests that need a
 # Docker engine (including every test of the real Claude Code CLI, which runs
-# in a container; they read SANDCASTLE_SKIP_DOCKER_TESTS and skip themselves)
-# and the template test, which needs Nix (SANDCASTLE_SKIP_NIX_TESTS).
+# in a container; they read SANDCASTLE_SKIP_DOCKER_TESTS and skip themselves),
+# the template test, which needs Nix (SANDCASTLE_SKIP_NIX_TESTS), and the report
+# page's test in Chromium (SANDCASTLE_SKIP_BROWSER_TESTS).
 { lib, makeRustPlatform, git, rustToolchain, src }:
 let
   rustPlatform = makeRustPlatform {
@@ -27,6 +28,8 @@ rustPlatform.buildRustPackage {
     SANDCASTLE_SKIP_DOCKER_TESTS = "1";
     # The template test runs `nix flake init`, which cannot run inside a Nix build.
     SANDCASTLE_SKIP_NIX_TESTS = "1";
+    # The report page's test renders it in Chromium, which the build does not have.
+    SANDCASTLE_SKIP_BROWSER_TESTS = "1";
   };
   preCheck = ''
     export HOME=$(mktemp -d)

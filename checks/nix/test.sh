@@ -130,6 +130,7 @@ helpers_package() {
     jq -e '
       (.src | sort) == ["Cargo.lock", "Cargo.toml", "helpers", "prompts", "templates"]
       and .env.SANDCASTLE_SKIP_DOCKER_TESTS == "1" and .env.SANDCASTLE_SKIP_NIX_TESTS == "1"
+      and .env.SANDCASTLE_SKIP_BROWSER_TESTS == "1"
       and (.lock | endswith("Cargo.lock"))
       and .doCheck == true and .doInstallCheck == true
       and (.postInstall | contains("configure-tea|fmt|check|load-config|sandcastle)"))
