@@ -4,157 +4,72 @@
 //! work publishes. A stopped run starts again where the saved state says.
 //!
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
-use crate::agent::{AgentOutcome, Ending, SavedSession, TimeLimit};
+use crate::agent::{AgentOutcome, Ending, SavedSession};
 use crate::asking;
 use crate::clarify;
 use crate::context::Context;
-use crate::forge::{Issue, Pull};
 use crate::gate::GateOutcome;
 use crate::git::{Imported, WorkRepo};
 use crate::green;
 use crate::outbox::{self, Due};
-use crate::plan::branch_for;
+use crate::piece::Piece;
 use crate::prompts;
 use crate::proxy::Budget;
 use crate::publish::{self, Published};
 use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
 use crate::role::{Role, WorkKey};
-use crate::state::{Outcome, Phase, Trouble, Verdict, WorkState};
+use crate::seam::{Relayed, Sandboxed, Turn};
+use crate::state::{Outcome, Phase, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
 
-/// What the driver asks of a piece of work's sandbox.
-pub trait Sandboxed {
-    /// One agent turn. `Err` means the machinery broke; an agent that failed is an `Ending`.
-    /// `relayed` gets each ask the agent makes while the turn runs (`relay.rs`), unchecked.
-    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome>;
-    /// The `[commands] check` steps, run by the orchestrator in the sandbox.
-    fn gate(&mut self) -> Result<GateOutcome>;
-    /// The agent's commits, brought into the work repository (the new tip), or refused.
-    fn take_commits(&mut self) -> Result<Imported>;
-    /// The bytes of the ask the agent left in its outbox (`sandcastle ask`), unchecked.
-    fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
-        Ok(None)
-    }
-}
-
-/// An ask relayed while a turn runs: its bytes, or why its record was refused.
-pub type Relayed = Result<Vec<u8>, String>;
-
-pub struct Turn<'a> {
-    pub role: Role,
-    /// The role's turn on this work, from 1 (it names the transcript).
-    pub iteration: u32,
-    /// The iteration as `maxIterations` counts it (question turns left out), shown live.
-    pub counted: u32,
-    pub max_iterations: u32,
-    pub prompt: &'a str,
-    pub resume: Option<&'a SavedSession>,
-    /// A tighter bound on the turn than `[sandbox] turnTimeout`, output or not.
-    pub time_limit: Option<TimeLimit>,
-}
-
-/// A piece of work: what it is says its key, branch, working role, prompts and how it publishes.
-pub enum Piece<'a> {
-    Issue(&'a Issue),
-    Pull(&'a Pull),
-    /// One of sandcastle's own pull requests that a failing CI status or a conflict made
-    /// unmergeable (`green.rs`).
-    Green(&'a Pull, &'a Trouble),
-}
-
-impl Piece<'_> {
-    pub fn key(&self) -> WorkKey {
-        match self {
-            Piece::Issue(issue) => WorkKey::Issue(issue.number),
-            Piece::Pull(pull) | Piece::Green(pull, _) => WorkKey::Pull(pull.number),
-        }
-    }
-
-    /// The issue's or pull request's number on the forge.
-    pub fn number(&self) -> u64 {
-        match self {
-            Piece::Issue(issue) => issue.number,
-            Piece::Pull(pull) | Piece::Green(pull, _) => pull.number,
-        }
-    }
-
-    pub fn branch(&self) -> String {
-        match self {
-            Piece::Issue(issue) => branch_for(issue.number),
-            Piece::Pull(pull) | Piece::Green(pull, _) => pull.head_branch.clone(),
-        }
-    }
-
-    pub fn working_role(&self) -> Role {
-        match self {
-            Piece::Issue(_) => Role::Implementer,
-            Piece::Pull(_) | Piece::Green(..) => Role::PrFixer,
-        }
-    }
-
-    /// The prompt the working role starts from.
-    fn prompt(&self) -> &'static str {
-        match self {
-            Piece::Green(..) => "keep-green",
-            _ => self.working_role().prompt(),
-        }
-    }
-
-    /// Issues and a green round get a reviewer; a sent-back pull request goes back to the human
-    /// who reviewed it.
-    fn reviewed(&self) -> bool {
-        !matches!(self, Piece::Pull(_))
-    }
-
-    /// The prompt variables of its roles (the common ones come from `Context::prompt`).
-    fn vars(&self, ctx: &Context, base: &str) -> Result<Vec<(&'static str, String)>> {
-        Ok(match self {
-            Piece::Issue(issue) => vec![
-                ("ISSUE_NUMBER", issue.number.to_string()),
-                ("ISSUE_TITLE", issue.title.clone()),
-                ("ISSUE_BODY", issue.body.clone()),
-                ("BRANCH", self.branch()),
-                ("BASE_BRANCH", base.to_string()),
-                (
-                    "ASKING",
-                    prompts::asking(ctx.config.questions.enabled, issue.number),
-                ),
-            ],
-            Piece::Pull(pull) => vec![
-                ("PR_NUMBER", pull.number.to_string()),
-                ("PR_TITLE", pull.title.clone()),
-                ("BRANCH", self.branch()),
-                ("BASE_BRANCH", base.to_string()),
-                ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
-                (
-                    "ASKING",
-                    prompts::asking(ctx.config.questions.enabled, pull.number),
-                ),
-            ],
-            Piece::Green(pull, trouble) => {
-                // The reviewer judges the branch against the issue it implements.
-                let number = crate::planning::own_issue(pull, &ctx.login, &ctx.config.repo, base)
-                    .map_err(|why| {
+/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`).
+fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, String)>> {
+    Ok(match piece {
+        Piece::Issue(issue) => vec![
+            ("ISSUE_NUMBER", issue.number.to_string()),
+            ("ISSUE_TITLE", issue.title.clone()),
+            ("ISSUE_BODY", issue.body.clone()),
+            ("BRANCH", piece.branch()),
+            ("BASE_BRANCH", base.to_string()),
+            (
+                "ASKING",
+                prompts::asking(ctx.config.questions.enabled, issue.number),
+            ),
+        ],
+        Piece::Pull(pull) => vec![
+            ("PR_NUMBER", pull.number.to_string()),
+            ("PR_TITLE", pull.title.clone()),
+            ("BRANCH", piece.branch()),
+            ("BASE_BRANCH", base.to_string()),
+            ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
+            (
+                "ASKING",
+                prompts::asking(ctx.config.questions.enabled, pull.number),
+            ),
+        ],
+        Piece::Green(pull, trouble) => {
+            // The reviewer judges the branch against the issue it implements.
+            let number = crate::planning::own_issue(pull, &ctx.login, &ctx.config.repo, base)
+                .map_err(|why| {
                     anyhow::anyhow!("pr #{}: not sandcastle's own: {why}", pull.number)
                 })?;
-                let issue = ctx.forge.issue(number)?;
-                let (task, checks) = green::task(trouble, base);
-                vec![
-                    ("PR_NUMBER", pull.number.to_string()),
-                    ("PR_TITLE", pull.title.clone()),
-                    ("BRANCH", self.branch()),
-                    ("BASE_BRANCH", base.to_string()),
-                    ("TASK", task),
-                    ("FAILING_CHECKS", checks),
-                    ("ISSUE_NUMBER", issue.number.to_string()),
-                    ("ISSUE_TITLE", issue.title),
-                    ("ISSUE_BODY", issue.body),
-                ]
-            }
-        })
-    }
+            let issue = ctx.forge.issue(number)?;
+            let (task, checks) = green::task(trouble, base);
+            vec![
+                ("PR_NUMBER", pull.number.to_string()),
+                ("PR_TITLE", pull.title.clone()),
+                ("BRANCH", piece.branch()),
+                ("BASE_BRANCH", base.to_string()),
+                ("TASK", task),
+                ("FAILING_CHECKS", checks),
+                ("ISSUE_NUMBER", issue.number.to_string()),
+                ("ISSUE_TITLE", issue.title),
+                ("ISSUE_BODY", issue.body),
+            ]
+        }
+    })
 }
 
 /// Works on `piece` from its saved state (or afresh) until it is published or given up.
@@ -216,7 +131,7 @@ pub fn drive(
     sandbox: &mut dyn Sandboxed,
 ) -> Result<Outcome> {
     let key = piece.key();
-    let vars = piece.vars(ctx, base)?;
+    let vars = vars(ctx, piece, base)?;
     let max = ctx.config.max_iterations;
     loop {
         if matches!(state.phase, Phase::Clarify | Phase::Work | Phase::Review) {

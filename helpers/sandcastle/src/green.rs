@@ -9,9 +9,9 @@
 //! most one round, and each pull request at most `[autopilot] ciRounds` and `conflictRounds`;
 //! past them, one comment asks a person.
 use crate::context::Context;
-use crate::driver::Piece;
 use crate::forge::Pull;
 use crate::git::WorkRepo;
+use crate::piece::Piece;
 use crate::planning::own_issue;
 use crate::publish::post_once;
 use crate::role::WorkKey;

@@ -3,10 +3,11 @@
 use crate::asking::{self, Poll};
 use crate::claims::{self, Claimed};
 use crate::context::Context;
-use crate::driver::{Piece, work_on};
+use crate::driver::work_on;
 use crate::forge::Issue;
 use crate::green;
 use crate::outbox;
+use crate::piece::Piece;
 use crate::planning;
 use crate::role::WorkKey;
 use crate::state::{Outcome, WorkState};

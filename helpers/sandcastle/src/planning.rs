@@ -2,11 +2,11 @@
 use crate::agent::{AgentOutcome, Ending};
 use crate::claims;
 use crate::context::Context;
-use crate::driver::{Sandboxed, Turn};
 use crate::forge::{Comment, Issue, Pull};
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
+use crate::seam::{Sandboxed, Turn};
 use crate::state::{Phase, Revision, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};

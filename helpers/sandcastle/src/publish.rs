@@ -3,10 +3,10 @@
 //! pull request gets its new commits and one comment. Work given up gets one comment. Every step is
 //! idempotent, so a run stopped half-way publishes the same things again, never twice.
 use crate::context::Context;
-use crate::driver::Piece;
 use crate::forge_text::Post;
 use crate::git::WorkRepo;
 use crate::green;
+use crate::piece::Piece;
 use crate::planning;
 use crate::role::WorkKey;
 use crate::state::WorkState;

@@ -9,7 +9,6 @@
 use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
 use crate::checkout;
 use crate::context::Context;
-use crate::driver::{Relayed, Sandboxed, Turn};
 use crate::gate::{self, GateOutcome};
 use crate::git::{Imported, WorkRepo};
 use crate::hand_out::{self, Commits};
@@ -18,6 +17,7 @@ use crate::progress::Status;
 use crate::proxy::{self, Budget, WorkProxy};
 use crate::role::{Role, WorkKey};
 use crate::sandbox::{self, Relay, Sandbox, SandboxSpec};
+use crate::seam::{Relayed, Sandboxed, Turn};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

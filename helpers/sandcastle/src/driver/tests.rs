@@ -4,8 +4,10 @@
 //! review rounds.
 use super::*;
 use crate::context::Settings;
+use crate::forge::{Issue, Pull};
 use crate::git::tests::fixture_git as git;
 use crate::secrets::EnvFile;
+use crate::state::Trouble;
 use crate::stream::Usage;
 use fake_forge::FakeForge;
 use std::collections::VecDeque;

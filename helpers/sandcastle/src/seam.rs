@@ -1,0 +1,39 @@
+//! The seam between the driver and a piece of work's sandbox: what the driver asks of it
+//! ([`Sandboxed`]) and one agent turn's request ([`Turn`]). `work_sandbox.rs` is the real one; the
+//! driver's tests script their own, so they run without Docker.
+use crate::agent::{AgentOutcome, SavedSession, TimeLimit};
+use crate::gate::GateOutcome;
+use crate::git::Imported;
+use crate::role::Role;
+use anyhow::Result;
+
+/// What the driver asks of a piece of work's sandbox.
+pub trait Sandboxed {
+    /// One agent turn. `Err` means the machinery broke; an agent that failed is an `Ending`.
+    /// `relayed` gets each ask the agent makes while the turn runs (`relay.rs`), unchecked.
+    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome>;
+    /// The `[commands] check` steps, run by the orchestrator in the sandbox.
+    fn gate(&mut self) -> Result<GateOutcome>;
+    /// The agent's commits, brought into the work repository (the new tip), or refused.
+    fn take_commits(&mut self) -> Result<Imported>;
+    /// The bytes of the ask the agent left in its outbox (`sandcastle ask`), unchecked.
+    fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+}
+
+/// An ask relayed while a turn runs: its bytes, or why its record was refused.
+pub type Relayed = Result<Vec<u8>, String>;
+
+pub struct Turn<'a> {
+    pub role: Role,
+    /// The role's turn on this work, from 1 (it names the transcript).
+    pub iteration: u32,
+    /// The iteration as `maxIterations` counts it (question turns left out), shown live.
+    pub counted: u32,
+    pub max_iterations: u32,
+    pub prompt: &'a str,
+    pub resume: Option<&'a SavedSession>,
+    /// A tighter bound on the turn than `[sandbox] turnTimeout`, output or not.
+    pub time_limit: Option<TimeLimit>,
+}
