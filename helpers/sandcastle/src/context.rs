@@ -2,7 +2,7 @@
 use crate::asking::Handlers;
 use crate::forge::Forge;
 use crate::git::{self, Credentials};
-use crate::planning::PlanMemo;
+use crate::plan::PlanMemo;
 use crate::progress::Progress;
 use crate::prompts;
 use crate::proxy::{Credential, Policy, Proxy, Upstream};

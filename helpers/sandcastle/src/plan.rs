@@ -22,6 +22,13 @@ pub fn branch_for(issue: u64) -> String {
     format!("sandcastle/issue-{issue}")
 }
 
+/// The candidates the planner last answered for (numbers and update times), and its plan (`None`: it
+/// answered an invalid plan twice): kept for the run, so unchanged candidates are not planned again.
+pub struct PlanMemo {
+    pub candidates: Vec<(u64, String)>,
+    pub plan: Option<Vec<PlannedIssue>>,
+}
+
 /// Parses the last `<plan>…</plan>` block of `text`. Every id must be a candidate, at most once, with
 /// its canonical branch. A plan may hold more issues than run at once: the pass works through them
 /// `maxConcurrency` at a time, in order.

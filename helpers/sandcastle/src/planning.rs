@@ -4,7 +4,7 @@ use crate::claims;
 use crate::context::Context;
 use crate::forge::{Comment, Issue, Pull};
 use crate::git::WorkRepo;
-use crate::plan::{self, PlannedIssue, branch_for};
+use crate::plan::{self, PlanMemo, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
 use crate::seam::{Sandboxed, Turn};
 use crate::state::{Phase, Revision, WorkState};
@@ -176,13 +176,6 @@ pub fn plan(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Plann
         Err(_) => {}
     }
     answer
-}
-
-/// The candidates the planner last answered for (numbers and update times), and its plan (`None`: it
-/// answered an invalid plan twice).
-pub struct PlanMemo {
-    candidates: Vec<(u64, String)>,
-    plan: Option<Vec<PlannedIssue>>,
 }
 
 /// The planner answered an invalid plan twice.
