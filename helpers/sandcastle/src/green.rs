@@ -1,13 +1,15 @@
 //! Pull requests that keep themselves green: which of sandcastle's own `ready-for-human` pull
 //! requests a failing CI status or a merge conflict sends back to the pr-fixer, and each one's
-//! saved record (`.sandcastle/logs/state/green/pr-N.json`): the head sandcastle last pushed, the
-//! rounds spent, whom it asked. A round in progress is the pull request's saved work
+//! saved record (`green/record.rs`): the head sandcastle last pushed, the rounds spent, whom it
+//! asked. A round in progress is the pull request's saved work
 //! (`WorkState::green`), so it resumes, and finishes publishing, like any work.
 //!
 //! A pull request is worked on only while its head is the commit sandcastle itself pushed last: a
 //! person who pushed after the failure owns it. A `pending` status is waited for. Each head gets at
 //! most one round, and each pull request at most `[autopilot] ciRounds` and `conflictRounds`;
 //! past them, one comment asks a person.
+pub mod record;
+
 use crate::context::Context;
 use crate::forge::Pull;
 use crate::git::WorkRepo;
@@ -16,95 +18,9 @@ use crate::planning::own_issue;
 use crate::publish::post_once;
 use crate::role::WorkKey;
 use crate::state::{Trouble, WorkState};
-use anyhow::{Context as _, Result, bail};
-use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
-
-/// One pull request's record, saved across runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Record {
-    /// The head sandcastle pushed last; another head is a person's.
-    pub ours: Option<String>,
-    pub ci_rounds: u32,
-    pub conflict_rounds: u32,
-    /// Heads a round started on: one round per head, whatever became of it.
-    pub tried: Vec<String>,
-    /// A person was asked once the rounds of this kind ran out (`ciRounds`, `conflictRounds`).
-    pub asked: Vec<String>,
-}
-
-impl Record {
-    fn path(dir: &Path, pull: u64) -> PathBuf {
-        dir.join("green").join(format!("pr-{pull}.json"))
-    }
-
-    pub fn load(dir: &Path, pull: u64) -> Result<Record> {
-        let path = Self::path(dir, pull);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{} is not a sandcastle record: delete it to start keeping that pull request green afresh",
-                    path.display()
-                )
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
-    }
-
-    /// Written atomically.
-    pub fn save(&self, dir: &Path, pull: u64) -> Result<()> {
-        let path = Self::path(dir, pull);
-        let parent = path.parent().expect("a file in green/");
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
-    }
-
-    /// Every pull request's record, by number.
-    pub fn all(dir: &Path) -> Result<Vec<(u64, Record)>> {
-        let green = dir.join("green");
-        let entries = match std::fs::read_dir(&green) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", green.display())),
-        };
-        let mut all = Vec::new();
-        for entry in entries {
-            let name = entry?.file_name();
-            let number = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("pr-")?.strip_suffix(".json")?.parse().ok());
-            if let Some(number) = number {
-                all.push((number, Record::load(dir, number)?));
-            }
-        }
-        all.sort_by_key(|(number, _)| *number);
-        Ok(all)
-    }
-
-    fn rounds(&self, trouble: &Trouble) -> u32 {
-        match trouble {
-            Trouble::Ci { .. } => self.ci_rounds,
-            Trouble::Conflict { .. } => self.conflict_rounds,
-        }
-    }
-}
-
-/// Sandcastle pushed `head` to pull request `pull`: the head it answers for.
-pub fn pushed(ctx: &Context, pull: u64, head: &str) -> Result<()> {
-    let dir = ctx.state_dir();
-    let mut record = Record::load(&dir, pull)?;
-    if record.ours.as_deref() != Some(head) {
-        record.ours = Some(head.to_string());
-        record.save(&dir, pull)?;
-    }
-    Ok(())
-}
+use anyhow::{Result, bail};
+use record::{Record, in_progress};
+use std::path::Path;
 
 /// One line per pull request sandcastle kept green or is keeping green (rounds spent of the
 /// limits, a round in progress, a person asked), from the saved state alone: for `sandcastle
@@ -132,12 +48,6 @@ pub fn listing(dir: &Path, autopilot: &sandcastle_config::Autopilot) -> Result<V
         lines.push(line);
     }
     Ok(lines)
-}
-
-/// The round in progress on `pull`, if any: its saved work, unfinished.
-pub fn in_progress(ctx: &Context, pull: u64) -> Result<Option<Trouble>> {
-    let state = WorkState::resume(&ctx.state_dir(), &WorkKey::Pull(pull).slug())?;
-    Ok(state.and_then(|state| state.green))
 }
 
 /// A round starts (or resumes) on `trouble`: counted once per head, and `ready-for-agent` while

@@ -60,14 +60,14 @@ pub fn publish(
             let pull = ctx
                 .forge
                 .open_pull(&ctx.login, &repo.branch, base, &title, &body)?;
-            green::pushed(ctx, pull.number, &tip)?;
+            green::record::pushed(ctx, pull.number, &tip)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
             ctx.forge.remove_label(issue.number, "ready-for-agent")?;
             pull.number
         }
         Piece::Pull(pull) => {
-            green::pushed(ctx, pull.number, &tip)?;
+            green::record::pushed(ctx, pull.number, &tip)?;
             let changes = repo.commits_since(&start)?;
             let mut body = String::from("sandcastle addressed the review.\n\n");
             if changes.is_empty() {
@@ -91,7 +91,7 @@ pub fn publish(
             pull.number
         }
         Piece::Green(pull, trouble) => {
-            green::pushed(ctx, pull.number, &tip)?;
+            green::record::pushed(ctx, pull.number, &tip)?;
             let mut body = format!(
                 "sandcastle fixed {} on {}.\n\nNew commits:\n",
                 trouble.what(),
