@@ -13,7 +13,8 @@ use crate::git::{Imported, WorkRepo};
 use crate::green;
 use crate::outbox::{self, Due};
 use crate::piece::Piece;
-use crate::prompts;
+use crate::planning;
+use crate::prompts::{self, turns};
 use crate::proxy::Budget;
 use crate::publish::{self, Published};
 use crate::questions::{self, BadQuestions, Questions};
@@ -23,54 +24,6 @@ use crate::seam::{Relayed, Sandboxed, Turn};
 use crate::state::{Outcome, Phase, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
-
-/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`).
-fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, String)>> {
-    Ok(match piece {
-        Piece::Issue(issue) => vec![
-            ("ISSUE_NUMBER", issue.number.to_string()),
-            ("ISSUE_TITLE", issue.title.clone()),
-            ("ISSUE_BODY", issue.body.clone()),
-            ("BRANCH", piece.branch()),
-            ("BASE_BRANCH", base.to_string()),
-            (
-                "ASKING",
-                prompts::asking(ctx.config.questions.enabled, issue.number),
-            ),
-        ],
-        Piece::Pull(pull) => vec![
-            ("PR_NUMBER", pull.number.to_string()),
-            ("PR_TITLE", pull.title.clone()),
-            ("BRANCH", piece.branch()),
-            ("BASE_BRANCH", base.to_string()),
-            ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
-            (
-                "ASKING",
-                prompts::asking(ctx.config.questions.enabled, pull.number),
-            ),
-        ],
-        Piece::Green(pull, trouble) => {
-            // The reviewer judges the branch against the issue it implements.
-            let number = crate::planning::own_issue(pull, &ctx.login, &ctx.config.repo, base)
-                .map_err(|why| {
-                    anyhow::anyhow!("pr #{}: not sandcastle's own: {why}", pull.number)
-                })?;
-            let issue = ctx.forge.issue(number)?;
-            let (task, checks) = green::task(trouble, base);
-            vec![
-                ("PR_NUMBER", pull.number.to_string()),
-                ("PR_TITLE", pull.title.clone()),
-                ("BRANCH", piece.branch()),
-                ("BASE_BRANCH", base.to_string()),
-                ("TASK", task),
-                ("FAILING_CHECKS", checks),
-                ("ISSUE_NUMBER", issue.number.to_string()),
-                ("ISSUE_TITLE", issue.title),
-                ("ISSUE_BODY", issue.body),
-            ]
-        }
-    })
-}
 
 /// Works on `piece` from its saved state (or afresh) until it is published or given up.
 pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
@@ -121,7 +74,12 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
 
-/// The state machine over the saved phases; every step is saved before the next.
+/// What a phase's step ends in: `Some` when the work stops here for now (published, waiting,
+/// given up, stopped), `None` when the next phase goes on.
+type Step = Option<Outcome>;
+
+/// The state machine over the saved phases, one function each; every step is saved before the
+/// next.
 pub fn drive(
     ctx: &Context,
     piece: &Piece,
@@ -130,177 +88,305 @@ pub fn drive(
     state: &mut WorkState,
     sandbox: &mut dyn Sandboxed,
 ) -> Result<Outcome> {
-    let key = piece.key();
     let vars = vars(ctx, piece, base)?;
-    let max = ctx.config.max_iterations;
     loop {
-        if matches!(state.phase, Phase::Clarify | Phase::Work | Phase::Review) {
-            match budget_spent(ctx, state) {
-                Some(Spent::Issue(why)) => {
-                    ctx.progress.note(&format!("{key}: stopped: {why}"));
-                    state.stopped_by = Some(why);
-                    state.phase = Phase::GaveUp;
-                }
-                Some(Spent::Run(why)) => {
-                    ctx.progress
-                        .note(&format!("{key}: stopped for this run: {why}"));
-                    publish::stopped_for_the_run(ctx, key, &why)?;
-                    return Ok(Outcome::Stopped(why));
-                }
-                None => {}
-            }
+        if let Some(outcome) = budget_check(ctx, piece.key(), state)? {
+            return Ok(outcome);
         }
-        match state.phase {
-            Phase::Work if state.counted_iterations() >= max => state.phase = Phase::GaveUp,
-            Phase::Work => {
-                if ctx.is_stopping() {
-                    bail!("{key}: stopped before iteration {}", state.iterations + 1);
-                }
-                outbox::poll(ctx, key, state, Due::Now)?;
-                let outcome = working_turn(ctx, piece, &vars, state, sandbox)?;
-                // The session and the cost are kept even if taking the commits fails.
-                state.save(&ctx.state_dir())?;
-                let imported = sandbox.take_commits()?;
-                let handed = sandbox.take_ask();
-                outbox::take(ctx, key, state, handed)?;
-                if let Imported::Refused(why) = imported {
-                    ctx.progress
-                        .note(&format!("{key}: the agent's commits were refused: {why}"));
-                    state.last_summary = format!(
-                        "iteration {} failed: its commits were refused: {why}",
-                        state.iterations
-                    );
-                    state.nudge = Some(refused_nudge(&why));
-                    state.save(&ctx.state_dir())?;
-                    continue;
-                }
-                // Without `[questions]` the agent was not taught the signal: a block is just text.
-                // A keep-green round is not held for a person: past its rounds one comment asks.
-                let asked = match piece {
-                    _ if !ctx.config.questions.enabled => None,
-                    Piece::Green(..) => None,
-                    Piece::Issue(_) | Piece::Pull(_) => {
-                        questions::find(&outcome.result_text, piece.number())
-                    }
-                };
-                if let Some(asked) = asked {
-                    // A turn that asks does not count against maxIterations, nor in the report.
-                    state.question_turns += 1;
-                    ctx.report
-                        .record_question_turn(&key.to_string(), piece.working_role());
-                    asked_a_question(ctx, key, state, asked);
-                    state.save(&ctx.state_dir())?;
-                    continue;
-                }
-                state.bad_questions = 0;
-                match outcome.ending {
-                    Ending::Completed if !committed(piece, repo)? => {
-                        state.last_summary = format!(
-                            "The agent said it was done but committed nothing.\n\n{}",
-                            state.last_summary
-                        );
-                        state.phase = Phase::GaveUp;
-                    }
-                    Ending::Completed if let Some(why) = green::unfinished(piece, repo, state)? => {
-                        ctx.progress
-                            .note(&format!("{key}: the agent said it was done, but {why}"));
-                        state.nudge = Some(format!(
-                            "You said you were done, but {why}. Fix that, commit, and say so again."
-                        ));
-                    }
-                    Ending::Completed => {
-                        let gate = run_gate(ctx, state, sandbox)?;
-                        if gate.passed {
-                            state.nudge = None;
-                            state.phase = if piece.reviewed() {
-                                Phase::Review
-                            } else {
-                                Phase::Publish
-                            };
-                        } else {
-                            ctx.progress.note(&format!(
-                                "{key}: the agent said it was done, but `check` failed (gate run {})",
-                                state.gate_runs
-                            ));
-                            state.nudge = Some(gate_nudge(&gate, state.gate_runs));
-                        }
-                    }
-                    Ending::Stopped => state.nudge = None,
-                    Ending::Failed(why) => {
-                        state.nudge = None;
-                        state.last_summary =
-                            format!("iteration {} failed: {why}", state.iterations);
-                    }
-                }
-            }
-            Phase::Clarify => match piece {
-                Piece::Issue(issue) => {
-                    if let Some(outcome) = clarify::step(ctx, issue, state, sandbox)? {
-                        state.save(&ctx.state_dir())?;
-                        return Ok(outcome);
-                    }
-                }
-                Piece::Pull(_) | Piece::Green(..) => state.phase = Phase::Work,
-            },
+        let step = match state.phase {
+            Phase::Clarify => clarify(ctx, piece, state, sandbox)?,
+            Phase::Work => work(ctx, piece, repo, &vars, state, sandbox)?,
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
-            Phase::Waiting => {
-                let Some(waiting) = state.waiting.clone() else {
-                    bail!(
-                        "{key}: its saved state waits for no question: delete its state file to start afresh"
-                    );
-                };
-                match waiting.answer {
-                    Some(answer) => {
-                        ctx.progress.note(&format!(
-                            "{key}: {} answered through {}; the agent goes on",
-                            answer.by, answer.channel
-                        ));
-                        state.waiting = None;
-                        // A clarification's answer goes to the next assessment instead.
-                        if !clarify::take_answer(state, &answer) {
-                            state.nudge = Some(prompts::answer(&waiting.questions, &answer));
-                            state.phase = Phase::Work;
-                        }
-                    }
-                    None => {
-                        asking::ask(ctx, piece.number(), state)?;
-                        return Ok(Outcome::Waiting);
-                    }
-                }
-            }
-            Phase::Publish => match publish::publish(ctx, piece, repo, base, state)? {
-                Published::Pull(pull) => {
-                    state.pull = Some(pull);
-                    state.phase = Phase::Done;
-                }
-                Published::HeldBack(why) => {
-                    ctx.progress.note(&format!("{key}: not published: {why}"));
-                    state.stopped_by = Some(why);
-                    state.phase = Phase::GaveUp;
-                }
-            },
-            Phase::Done => {
-                return Ok(match piece {
-                    Piece::Issue(_) => Outcome::PullRequest(state.pull.unwrap_or_default()),
-                    Piece::Pull(_) => Outcome::Reworked,
-                    Piece::Green(_, trouble) => Outcome::KeptGreen(trouble.what()),
-                });
-            }
-            Phase::GaveUp => {
-                publish::give_up(ctx, key, state)?;
-                if let Piece::Green(pull, _) = piece {
-                    green::end(ctx, pull.number)?;
-                }
-                if let Some(why) = &state.stopped_by {
-                    return Ok(Outcome::Stopped(why.clone()));
-                }
-                return Ok(Outcome::GaveUp {
-                    iterations: state.counted_iterations(),
-                });
+            Phase::Waiting => waiting(ctx, piece, state)?,
+            Phase::Publish => publish(ctx, piece, repo, base, state)?,
+            Phase::Done => done(piece, state),
+            Phase::GaveUp => gave_up(ctx, piece, state)?,
+        };
+        state.save(&ctx.state_dir())?;
+        if let Some(outcome) = step {
+            return Ok(outcome);
+        }
+    }
+}
+
+/// Before a phase that starts an agent turn: this work's spent budget gives it up; the run's
+/// stops it for this run (one comment; a later run goes on).
+fn budget_check(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<Step> {
+    if !matches!(state.phase, Phase::Clarify | Phase::Work | Phase::Review) {
+        return Ok(None);
+    }
+    match budget_spent(ctx, state) {
+        Some(Spent::Issue(why)) => {
+            ctx.progress.note(&format!("{key}: stopped: {why}"));
+            state.stopped_by = Some(why);
+            state.phase = Phase::GaveUp;
+        }
+        Some(Spent::Run(why)) => {
+            ctx.progress
+                .note(&format!("{key}: stopped for this run: {why}"));
+            publish::stopped_for_the_run(ctx, key, &why)?;
+            return Ok(Some(Outcome::Stopped(why)));
+        }
+        None => {}
+    }
+    Ok(None)
+}
+
+/// An issue is assessed (and clarified) before its first turn; other work goes straight to work.
+fn clarify(
+    ctx: &Context,
+    piece: &Piece,
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<Step> {
+    match piece {
+        Piece::Issue(issue) => clarify::step(ctx, issue, state, sandbox),
+        Piece::Pull(_) | Piece::Green(..) => {
+            state.phase = Phase::Work;
+            Ok(None)
+        }
+    }
+}
+
+/// One iteration of the working role, then what its turn ended in: its commits refused, a
+/// question asked, the work said done (the gate decides), or another iteration.
+fn work(
+    ctx: &Context,
+    piece: &Piece,
+    repo: &WorkRepo,
+    vars: &[(&'static str, String)],
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<Step> {
+    let key = piece.key();
+    if state.counted_iterations() >= ctx.config.max_iterations {
+        state.phase = Phase::GaveUp;
+        return Ok(None);
+    }
+    if ctx.is_stopping() {
+        bail!("{key}: stopped before iteration {}", state.iterations + 1);
+    }
+    outbox::poll(ctx, key, state, Due::Now)?;
+    let outcome = working_turn(ctx, piece, vars, state, sandbox)?;
+    // The session and the cost are kept even if taking the commits fails.
+    state.save(&ctx.state_dir())?;
+    let imported = sandbox.take_commits()?;
+    let handed = sandbox.take_ask();
+    outbox::take(ctx, key, state, handed)?;
+    if let Imported::Refused(why) = imported {
+        ctx.progress
+            .note(&format!("{key}: the agent's commits were refused: {why}"));
+        state.last_summary = format!(
+            "iteration {} failed: its commits were refused: {why}",
+            state.iterations
+        );
+        state.nudge = Some(turns::refused_nudge(&why));
+        return Ok(None);
+    }
+    // Without `[questions]` the agent was not taught the signal: a block is just text.
+    // A keep-green round is not held for a person: past its rounds one comment asks.
+    let asked = match piece {
+        _ if !ctx.config.questions.enabled => None,
+        Piece::Green(..) => None,
+        Piece::Issue(_) | Piece::Pull(_) => questions::find(&outcome.result_text, piece.number()),
+    };
+    if let Some(asked) = asked {
+        // A turn that asks does not count against maxIterations, nor in the report.
+        state.question_turns += 1;
+        ctx.report
+            .record_question_turn(&key.to_string(), piece.working_role());
+        asked_a_question(ctx, key, state, asked);
+        return Ok(None);
+    }
+    state.bad_questions = 0;
+    match outcome.ending {
+        Ending::Completed => said_done(ctx, piece, repo, state, sandbox)?,
+        Ending::Stopped => state.nudge = None,
+        Ending::Failed(why) => {
+            state.nudge = None;
+            state.last_summary = format!("iteration {} failed: {why}", state.iterations);
+        }
+    }
+    Ok(None)
+}
+
+/// The agent said the work is done: an issue without commits is given up, unfinished work goes
+/// back to the agent with why, and otherwise the gate decides between review (or publishing) and
+/// another iteration.
+fn said_done(
+    ctx: &Context,
+    piece: &Piece,
+    repo: &WorkRepo,
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+) -> Result<()> {
+    let key = piece.key();
+    if !committed(piece, repo)? {
+        state.last_summary = format!(
+            "The agent said it was done but committed nothing.\n\n{}",
+            state.last_summary
+        );
+        state.phase = Phase::GaveUp;
+        return Ok(());
+    }
+    if let Some(why) = green::unfinished(piece, repo, state)? {
+        ctx.progress
+            .note(&format!("{key}: the agent said it was done, but {why}"));
+        state.nudge = Some(turns::unfinished_nudge(&why));
+        return Ok(());
+    }
+    let gate = run_gate(ctx, state, sandbox)?;
+    if gate.passed {
+        state.nudge = None;
+        state.phase = if piece.reviewed() {
+            Phase::Review
+        } else {
+            Phase::Publish
+        };
+    } else {
+        ctx.progress.note(&format!(
+            "{key}: the agent said it was done, but `check` failed (gate run {})",
+            state.gate_runs
+        ));
+        state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
+    }
+    Ok(())
+}
+
+/// Waiting for a person's answer: asked (again) until it comes; then the agent goes on with it.
+fn waiting(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> {
+    let key = piece.key();
+    let Some(waiting) = state.waiting.clone() else {
+        bail!(
+            "{key}: its saved state waits for no question: delete its state file to start afresh"
+        );
+    };
+    match waiting.answer {
+        Some(answer) => {
+            ctx.progress.note(&format!(
+                "{key}: {} answered through {}; the agent goes on",
+                answer.by, answer.channel
+            ));
+            state.waiting = None;
+            // A clarification's answer goes to the next assessment instead.
+            if !clarify::take_answer(state, &answer) {
+                state.nudge = Some(prompts::answer(&waiting.questions, &answer));
+                state.phase = Phase::Work;
             }
         }
+        None => {
+            asking::ask(ctx, piece.number(), state)?;
+            return Ok(Some(Outcome::Waiting));
+        }
+    }
+    Ok(None)
+}
+
+/// Publishing: a pull request (or a sent-back one's new commits), unless held back, which gives
+/// the work up.
+fn publish(
+    ctx: &Context,
+    piece: &Piece,
+    repo: &WorkRepo,
+    base: &str,
+    state: &mut WorkState,
+) -> Result<Step> {
+    let key = piece.key();
+    let clarified = clarify::pull_section(state);
+    match publish::publish(ctx, piece, repo, base, state, &clarified)? {
+        Published::Pull(pull) => {
+            if let Piece::Green(green_pull, _) = piece {
+                green::end(ctx, green_pull.number)?;
+            }
+            state.pull = Some(pull);
+            state.phase = Phase::Done;
+        }
+        Published::HeldBack(why) => {
+            ctx.progress.note(&format!("{key}: not published: {why}"));
+            state.stopped_by = Some(why);
+            state.phase = Phase::GaveUp;
+        }
+    }
+    Ok(None)
+}
+
+/// Published: what became of the work.
+fn done(piece: &Piece, state: &WorkState) -> Step {
+    Some(match piece {
+        Piece::Issue(_) => Outcome::PullRequest(state.pull.unwrap_or_default()),
+        Piece::Pull(_) => Outcome::Reworked,
+        Piece::Green(_, trouble) => Outcome::KeptGreen(trouble.what()),
+    })
+}
+
+/// Given up (or stopped by its budget): one comment, once, and the issue's or pull request's
+/// revision after it kept, so it is not worked on again until a person moves it; a green round's
+/// labels back.
+fn gave_up(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> {
+    if !state.told_forge {
+        let number = piece.number();
+        publish::give_up(ctx, number, state)?;
+        state.settled = Some(planning::revision(ctx, number)?);
+        state.told_forge = true;
         state.save(&ctx.state_dir())?;
     }
+    if let Piece::Green(pull, _) = piece {
+        green::end(ctx, pull.number)?;
+    }
+    Ok(Some(match &state.stopped_by {
+        Some(why) => Outcome::Stopped(why.clone()),
+        None => Outcome::GaveUp {
+            iterations: state.counted_iterations(),
+        },
+    }))
+}
+
+/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`).
+fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, String)>> {
+    Ok(match piece {
+        Piece::Issue(issue) => vec![
+            ("ISSUE_NUMBER", issue.number.to_string()),
+            ("ISSUE_TITLE", issue.title.clone()),
+            ("ISSUE_BODY", issue.body.clone()),
+            ("BRANCH", piece.branch()),
+            ("BASE_BRANCH", base.to_string()),
+            (
+                "ASKING",
+                prompts::asking(ctx.config.questions.enabled, issue.number),
+            ),
+        ],
+        Piece::Pull(pull) => vec![
+            ("PR_NUMBER", pull.number.to_string()),
+            ("PR_TITLE", pull.title.clone()),
+            ("BRANCH", piece.branch()),
+            ("BASE_BRANCH", base.to_string()),
+            ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
+            (
+                "ASKING",
+                prompts::asking(ctx.config.questions.enabled, pull.number),
+            ),
+        ],
+        Piece::Green(pull, trouble) => {
+            // The reviewer judges the branch against the issue it implements.
+            let number =
+                planning::own_issue(pull, &ctx.login, &ctx.config.repo, base).map_err(|why| {
+                    anyhow::anyhow!("pr #{}: not sandcastle's own: {why}", pull.number)
+                })?;
+            let issue = ctx.forge.issue(number)?;
+            let (task, checks) = green::task(trouble, base);
+            vec![
+                ("PR_NUMBER", pull.number.to_string()),
+                ("PR_TITLE", pull.title.clone()),
+                ("BRANCH", piece.branch()),
+                ("BASE_BRANCH", base.to_string()),
+                ("TASK", task),
+                ("FAILING_CHECKS", checks),
+                ("ISSUE_NUMBER", issue.number.to_string()),
+                ("ISSUE_TITLE", issue.title),
+                ("ISSUE_BODY", issue.body),
+            ]
+        }
+    })
 }
 
 /// The agent ended its turn with a `<questions>` block: a valid one waits for a person; the first
@@ -323,7 +409,7 @@ fn asked_a_question(
                 "{key}: the agent's <questions> block is unusable ({why}); asking once more"
             ));
             state.bad_questions = 1;
-            state.nudge = Some(question_correction(&why));
+            state.nudge = Some(turns::question_correction(&why));
         }
         Err(why) => {
             state.stopped_by = Some(format!(
@@ -332,16 +418,6 @@ fn asked_a_question(
             state.phase = Phase::GaveUp;
         }
     }
-}
-
-fn question_correction(why: &BadQuestions) -> String {
-    format!(
-        "Your <questions> block could not be used: {why}. If you need a person's decision, end your \
-         message with exactly one corrected block in the documented shape (`<questions issueNumber=\"N\">` \
-         with a <title>, an optional <prose>, and one or more <question>s, each with a <title>, an \
-         optional <prose> and optional <options> of <option>s with a <title> and an optional <prose>; \
-         nothing else). Otherwise go on with the work."
-    )
 }
 
 /// A budget that is spent, checked before every agent turn.
@@ -400,7 +476,7 @@ fn working_turn(
         ]);
         let mut prompt = ctx.prompt(piece.prompt(), &all)?;
         if iteration > 1 {
-            prompt += &earlier_iterations(&state.last_summary, state.nudge.as_deref());
+            prompt += &turns::earlier_iterations(&state.last_summary, state.nudge.as_deref());
         }
         Ok(prompt)
     };
@@ -410,7 +486,7 @@ fn working_turn(
             // The first turn resumes the assessment's session (`clarify.rs`) with the whole prompt.
             let prompt = telling(match state.iterations {
                 0 => whole_prompt(state)?,
-                _ => continuation(counted, max, state.nudge.as_deref()),
+                _ => turns::continuation(counted, max, state.nudge.as_deref()),
             });
             let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
             if refused_resume(&resumed) {
@@ -547,7 +623,7 @@ fn review(
     vars: &[(&'static str, String)],
     state: &mut WorkState,
     sandbox: &mut dyn Sandboxed,
-) -> Result<()> {
+) -> Result<Step> {
     let key = piece.key();
     let round = state.review_rounds + 1;
     let rounds = ctx.config.review.rounds;
@@ -556,7 +632,7 @@ fn review(
         .filter(|s| s.file.is_file())
         .cloned();
     let prompt = match &saved {
-        Some(_) => review_again(base),
+        Some(_) => turns::review_again(base),
         None => {
             let all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
             ctx.prompt(Role::Reviewer.prompt(), &all)?
@@ -602,7 +678,7 @@ fn review(
             verdict.summary = format!(
                 "{}\n\n{}",
                 verdict.summary,
-                gate_nudge(&gate, state.gate_runs)
+                turns::gate_nudge(&gate, state.gate_runs)
             );
         }
     }
@@ -620,11 +696,11 @@ fn review(
         ));
     }
     if next == Phase::Work {
-        state.nudge = Some(review_nudge(&verdict.summary, round, rounds));
+        state.nudge = Some(turns::review_nudge(&verdict.summary, round, rounds));
     }
     state.verdict = Some(verdict);
     state.phase = next;
-    Ok(())
+    Ok(None)
 }
 
 /// After a review round: approved work publishes; findings go back to the working agent while
@@ -641,70 +717,6 @@ pub fn after_review(
     } else {
         Phase::Publish
     }
-}
-
-/// A resumed reviewer's next prompt.
-fn review_again(base: &str) -> String {
-    format!(
-        "The implementer worked on your findings; its new commits are on the branch \
-         (`git log origin/{base}..HEAD`). Review the branch again as before. End with \
-         <promise>COMPLETE</promise> only if you approve it now; otherwise end with your remaining findings."
-    )
-}
-
-/// A resumed session's next prompt: the iteration, and what the orchestrator saw.
-pub fn continuation(iteration: u32, max: u32, nudge: Option<&str>) -> String {
-    let saw = nudge.unwrap_or(
-        "Your last message did not end with <promise>COMPLETE</promise>, so the work is not done yet.",
-    );
-    format!(
-        "# Iteration {iteration} of at most {max}\n\n{saw}\n\nGo on from where you are: your commits are \
-         in the checkout. When the work is done, `check` passes and every change is committed, end your \
-         final message with a short summary and <promise>COMPLETE</promise>."
-    )
-}
-
-/// What a fresh session is told about the iterations before it.
-fn earlier_iterations(last_summary: &str, nudge: Option<&str>) -> String {
-    let mut text = String::from(
-        "\n\n## Where the last iteration left off\n\nEarlier iterations worked on this; their commits are in \
-         your checkout. The last one ended with:\n\n",
-    );
-    text += if last_summary.trim().is_empty() {
-        "(no summary)"
-    } else {
-        last_summary.trim()
-    };
-    if let Some(nudge) = nudge {
-        text += "\n\n";
-        text += nudge;
-    }
-    text
-}
-
-pub fn gate_nudge(gate: &GateOutcome, runs: u32) -> String {
-    format!(
-        "You said you were done, so the orchestrator ran `check` (gate run {runs}). It failed at `{}`. \
-         The end of its output:\n\n```\n{}\n```\n\nFix what it reports.",
-        gate.failed_step.as_deref().unwrap_or("?"),
-        gate.tail.trim_end()
-    )
-}
-
-/// What an agent whose commits were refused is told next.
-fn refused_nudge(why: &str) -> String {
-    format!(
-        "The orchestrator did not take the commits in your checkout: {why}. They are still there; \
-         fix them, then go on. Nothing is published until they are taken."
-    )
-}
-
-fn review_nudge(findings: &str, round: u32, rounds: u32) -> String {
-    format!(
-        "The reviewer did not approve the change (review round {round} of {rounds}). Its findings:\n\n{}\n\n\
-         Address each finding, or say in your summary why one is wrong.",
-        findings.trim()
-    )
 }
 
 #[cfg(test)]

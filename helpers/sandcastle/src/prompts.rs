@@ -4,6 +4,8 @@
 //! plain text. Values are inserted in one pass, so a value that itself contains `{{X}}` stays as it is.
 //! The placeholders in `FORGE_TEXT` carry what people wrote on the forge: their values are always
 //! fenced as untrusted data, in overrides too.
+pub mod turns;
+
 use crate::ask::Ask;
 use crate::forge_text::Fence;
 use crate::outbox::Settled;

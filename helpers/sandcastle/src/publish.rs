@@ -5,9 +5,8 @@
 use crate::context::Context;
 use crate::forge_text::Post;
 use crate::git::WorkRepo;
-use crate::green;
+use crate::green::record;
 use crate::piece::Piece;
-use crate::planning;
 use crate::role::WorkKey;
 use crate::state::WorkState;
 use crate::touches::Touches;
@@ -22,12 +21,14 @@ pub enum Published {
 }
 
 /// Publishes `piece`, unless the change touches CI workflow files the operator has not allowed.
+/// `clarified` is what an issue's pull request says of its clarification (`clarify::pull_section`).
 pub fn publish(
     ctx: &Context,
     piece: &Piece,
     repo: &WorkRepo,
     base: &str,
     state: &WorkState,
+    clarified: &str,
 ) -> Result<Published> {
     let start = state.start_commit.clone().unwrap_or_default();
     if let Piece::Green(pull, _) = piece
@@ -55,19 +56,19 @@ pub fn publish(
     let host_run = host_run_section(&touches);
     Ok(Published::Pull(match piece {
         Piece::Issue(issue) => {
-            let body = pull_body(ctx, issue.number, state, &host_run);
+            let body = pull_body(ctx, issue.number, state, clarified, &host_run);
             let title = Post::new(&format!("#{}: {}", issue.number, issue.title));
             let pull = ctx
                 .forge
                 .open_pull(&ctx.login, &repo.branch, base, &title, &body)?;
-            green::record::pushed(ctx, pull.number, &tip)?;
+            record::pushed(ctx, pull.number, &tip)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
             ctx.forge.remove_label(issue.number, "ready-for-agent")?;
             pull.number
         }
         Piece::Pull(pull) => {
-            green::record::pushed(ctx, pull.number, &tip)?;
+            record::pushed(ctx, pull.number, &tip)?;
             let changes = repo.commits_since(&start)?;
             let mut body = String::from("sandcastle addressed the review.\n\n");
             if changes.is_empty() {
@@ -91,7 +92,7 @@ pub fn publish(
             pull.number
         }
         Piece::Green(pull, trouble) => {
-            green::record::pushed(ctx, pull.number, &tip)?;
+            record::pushed(ctx, pull.number, &tip)?;
             let mut body = format!(
                 "sandcastle fixed {} on {}.\n\nNew commits:\n",
                 trouble.what(),
@@ -118,7 +119,6 @@ pub fn publish(
             // One comment per round: a round starts from its own head.
             let marker = format!("<!-- sandcastle:green {start} -->");
             post_once(ctx, pull.number, &marker, &body)?;
-            green::end(ctx, pull.number)?;
             pull.number
         }
     }))
@@ -143,7 +143,13 @@ fn code_list(paths: &[String]) -> String {
 }
 
 /// `Closes #N` first and only there: the rest is defused.
-fn pull_body(ctx: &Context, issue: u64, state: &WorkState, host_run: &str) -> Post {
+fn pull_body(
+    ctx: &Context,
+    issue: u64,
+    state: &WorkState,
+    clarified: &str,
+    host_run: &str,
+) -> Post {
     let mut body = format!(
         "## What the implementer did\n\n{}\n\n## Review\n\n",
         state.last_summary
@@ -160,7 +166,7 @@ fn pull_body(ctx: &Context, issue: u64, state: &WorkState, host_run: &str) -> Po
         ),
         None => "No reviewer verdict was recorded.".to_string(),
     };
-    body += &crate::clarify::pull_section(state);
+    body += clarified;
     body += host_run;
     body += &blocked_section(ctx, WorkKey::Issue(issue));
     body += &format!(
@@ -228,28 +234,18 @@ pub fn gate_line(ctx: &Context, state: &WorkState) -> String {
     }
 }
 
-/// One comment with the agent's last summary; the labels stay. The issue or pull request's revision
-/// after it is kept, so it is not worked on again until a person moves it.
-pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
-    let Some(number) = key.number() else {
-        return Ok(());
+/// One comment on issue or pull request `number` with the agent's last summary; the labels stay.
+pub fn give_up(ctx: &Context, number: u64, state: &WorkState) -> Result<()> {
+    let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
+    let why = match &state.stopped_by {
+        Some(budget) => format!("sandcastle stopped this: {budget}"),
+        None => format!(
+            "sandcastle did not complete this in {} iteration(s)",
+            state.counted_iterations()
+        ),
     };
-    if !state.told_forge {
-        let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
-        let why = match &state.stopped_by {
-            Some(budget) => format!("sandcastle stopped this: {budget}"),
-            None => format!(
-                "sandcastle did not complete this in {} iteration(s)",
-                state.counted_iterations()
-            ),
-        };
-        let body = format!("{why}. The agent's last summary:\n\n{}", state.last_summary);
-        post_once(ctx, number, &marker, &body)?;
-        state.settled = Some(planning::revision(ctx, number)?);
-        state.told_forge = true;
-        state.save(&ctx.state_dir())?;
-    }
-    Ok(())
+    let body = format!("{why}. The agent's last summary:\n\n{}", state.last_summary);
+    post_once(ctx, number, &marker, &body).map(|_| ())
 }
 
 /// The run's budget is spent: one comment on the work saying it stopped for now and a later run

@@ -423,7 +423,7 @@ fn the_reviewers_findings_go_back_to_the_implementer_then_it_reviews_again() {
         Some(REVIEWER),
         "the reviewer resumes too"
     );
-    assert_eq!(asked[3].prompt, review_again("main"));
+    assert_eq!(asked[3].prompt, turns::review_again("main"));
     assert!(asked[3].prompt.contains("`git log origin/main..HEAD`"));
     assert_eq!(state.review_rounds, 2);
     let body = pull_body(&w);
@@ -648,23 +648,6 @@ fn decisions_after_a_review() {
         Phase::Publish,
         "rounds = 0 never sends back"
     );
-}
-
-#[test]
-fn the_prompts_a_resumed_session_gets() {
-    let plain = continuation(3, 5, None);
-    assert!(plain.starts_with("# Iteration 3 of at most 5\n\nYour last message did not end with"));
-    assert!(plain.ends_with("<promise>COMPLETE</promise>."));
-    let gate = GateOutcome {
-        passed: false,
-        failed_step: Some("cargo test".into()),
-        tail: "test x ... FAILED\n".into(),
-        commit: None,
-    };
-    let nudge = gate_nudge(&gate, 2);
-    assert!(nudge.contains("(gate run 2). It failed at `cargo test`."));
-    assert!(nudge.contains("```\ntest x ... FAILED\n```"));
-    assert!(continuation(2, 5, Some(&nudge)).contains(&nudge));
 }
 
 #[test]
