@@ -8,7 +8,7 @@ use crate::git::WorkRepo;
 use crate::green::record;
 use crate::piece::Piece;
 use crate::role::WorkKey;
-use crate::state::WorkState;
+use crate::state::{Trouble, WorkState};
 use crate::touches::Touches;
 use anyhow::{Context as _, Result, bail};
 
@@ -69,22 +69,7 @@ pub fn publish(
         }
         Piece::Pull(pull) => {
             record::pushed(ctx, pull.number, &tip)?;
-            let changes = repo.commits_since(&start)?;
-            let mut body = String::from("sandcastle addressed the review.\n\n");
-            if changes.is_empty() {
-                body += "No new commits: the agent found nothing to change.\n";
-            } else {
-                body += "New commits:\n";
-                for subject in &changes {
-                    body += &format!("- {subject}\n");
-                }
-            }
-            body += &format!(
-                "\n{}\n\n{}{host_run}",
-                state.last_summary,
-                gate_line(ctx, state)
-            );
-            body += &blocked_section(ctx, WorkKey::Pull(pull.number));
+            let body = rework_comment(ctx, pull.number, repo, &start, state, &host_run)?;
             let marker = format!("<!-- sandcastle:rework {} -->", state.attempt);
             post_once(ctx, pull.number, &marker, &body)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
@@ -93,35 +78,77 @@ pub fn publish(
         }
         Piece::Green(pull, trouble) => {
             record::pushed(ctx, pull.number, &tip)?;
-            let mut body = format!(
-                "sandcastle fixed {} on {}.\n\nNew commits:\n",
-                trouble.what(),
-                trouble.head()
-            );
-            for subject in repo.commits_since(&start)? {
-                body += &format!("- {subject}\n");
-            }
-            body += &format!(
-                "\n{}\n\n{}{host_run}",
-                state.last_summary,
-                gate_line(ctx, state)
-            );
-            if let Some(verdict) = &state.verdict {
-                body += &format!(
-                    "\n\nThe reviewer {}.",
-                    if verdict.approved {
-                        "approved it"
-                    } else {
-                        "did not approve it; its findings are outstanding"
-                    }
-                );
-            }
+            let body = green_comment(ctx, trouble, repo, &start, state, &host_run)?;
             // One comment per round: a round starts from its own head.
             let marker = format!("<!-- sandcastle:green {start} -->");
             post_once(ctx, pull.number, &marker, &body)?;
             pull.number
         }
     }))
+}
+
+/// The comment on a sent-back pull request: its new commits, the agent's summary, the gate.
+fn rework_comment(
+    ctx: &Context,
+    pull: u64,
+    repo: &WorkRepo,
+    start: &str,
+    state: &WorkState,
+    host_run: &str,
+) -> Result<String> {
+    let changes = repo.commits_since(start)?;
+    let mut body = String::from("sandcastle addressed the review.\n\n");
+    if changes.is_empty() {
+        body += "No new commits: the agent found nothing to change.\n";
+    } else {
+        body += "New commits:\n";
+        for subject in &changes {
+            body += &format!("- {subject}\n");
+        }
+    }
+    body += &format!(
+        "\n{}\n\n{}{host_run}",
+        state.last_summary,
+        gate_line(ctx, state)
+    );
+    body += &blocked_section(ctx, WorkKey::Pull(pull));
+    Ok(body)
+}
+
+/// The comment on a pull request a round kept green: what it fixed, its commits, the summary, the
+/// gate and the reviewer's verdict.
+fn green_comment(
+    ctx: &Context,
+    trouble: &Trouble,
+    repo: &WorkRepo,
+    start: &str,
+    state: &WorkState,
+    host_run: &str,
+) -> Result<String> {
+    let mut body = format!(
+        "sandcastle fixed {} on {}.\n\nNew commits:\n",
+        trouble.what(),
+        trouble.head()
+    );
+    for subject in repo.commits_since(start)? {
+        body += &format!("- {subject}\n");
+    }
+    body += &format!(
+        "\n{}\n\n{}{host_run}",
+        state.last_summary,
+        gate_line(ctx, state)
+    );
+    if let Some(verdict) = &state.verdict {
+        body += &format!(
+            "\n\nThe reviewer {}.",
+            if verdict.approved {
+                "approved it"
+            } else {
+                "did not approve it; its findings are outstanding"
+            }
+        );
+    }
+    Ok(body)
 }
 
 /// The section that lists the files sandcastle's host runs, or nothing.
