@@ -7,7 +7,7 @@
 //! settled; the "telling" mark is saved before the turn that carries it and the key is recorded in
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
-use crate::ask::{self, Ask, Kind};
+use crate::ask::{self, Ask, Kind, MAX_ASK_BYTES};
 use crate::asking::{escape, next_poll, replies_after};
 use crate::context::Context;
 use crate::forge::Pull;
@@ -21,9 +21,6 @@ use crate::state::{Phase, WorkState};
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-
-/// The largest ask taken out of a sandbox.
-pub const MAX_ASK_BYTES: u64 = 64 * 1024;
 
 /// Prints the outbox if it is a regular file, nothing if there is none.
 const PRINT_OUTBOX: &str = r#"if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 0; fi
