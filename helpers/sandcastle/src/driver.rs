@@ -4,26 +4,26 @@
 //! work publishes. A stopped run starts again where the saved state says.
 //!
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
-use crate::agent::{AgentOutcome, Ending, SavedSession};
 use crate::asking;
 use crate::clarify;
 use crate::context::Context;
-use crate::gate::GateOutcome;
-use crate::git::{Imported, WorkRepo};
 use crate::green;
 use crate::outbox::{self, Due};
 use crate::piece::Piece;
 use crate::planning;
 use crate::prompts::{self, turns};
-use crate::proxy::Budget;
 use crate::publish::{self, Published};
-use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
-use crate::role::{Role, WorkKey};
 use crate::seam::{Relayed, Sandboxed, Turn};
 use crate::state::{Outcome, Phase, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
+use sandcastle_core::agent::{AgentOutcome, Ending, SavedSession};
+use sandcastle_core::gate::GateOutcome;
+use sandcastle_core::git::{Imported, WorkRepo};
+use sandcastle_core::proxy::Budget;
+use sandcastle_core::questions::{self, BadQuestions, Questions};
+use sandcastle_core::role::{Role, WorkKey};
 
 /// Works on `piece` from its saved state (or afresh) until it is published or given up.
 pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {

@@ -11,15 +11,15 @@
 pub mod record;
 
 use crate::context::Context;
-use crate::forge::Pull;
-use crate::git::WorkRepo;
 use crate::piece::Piece;
 use crate::planning::own_issue;
 use crate::publish::post_once;
-use crate::role::WorkKey;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Result, bail};
 use record::{Record, in_progress};
+use sandcastle_core::forge::Pull;
+use sandcastle_core::git::WorkRepo;
+use sandcastle_core::role::WorkKey;
 use std::path::Path;
 
 /// One line per pull request sandcastle kept green or is keeping green (rounds spent of the
@@ -300,7 +300,7 @@ pub fn unfinished(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::CommitStatus;
+    use sandcastle_core::forge::CommitStatus;
 
     #[test]
     fn the_task_names_the_head_and_lists_each_failing_status() {

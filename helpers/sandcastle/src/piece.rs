@@ -1,9 +1,9 @@
 //! A piece of work: an issue, a sent-back pull request, or a round keeping one of sandcastle's own
 //! pull requests green. What it is says its key, branch, working role, prompt and reviewer.
-use crate::forge::{Issue, Pull};
-use crate::plan::branch_for;
-use crate::role::{Role, WorkKey};
 use crate::state::Trouble;
+use sandcastle_core::forge::{Issue, Pull};
+use sandcastle_core::plan::branch_for;
+use sandcastle_core::role::{Role, WorkKey};
 
 /// A piece of work: what it is says its key, branch, working role, prompts and how it publishes.
 pub enum Piece<'a> {

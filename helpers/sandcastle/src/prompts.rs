@@ -6,12 +6,12 @@
 //! fenced as untrusted data, in overrides too.
 pub mod turns;
 
-use crate::ask::Ask;
-use crate::forge_text::Fence;
 use crate::outbox::Settled;
-use crate::questions::Questions;
 use crate::state::Answer;
 use anyhow::{Context, Result, bail};
+use sandcastle_core::ask::Ask;
+use sandcastle_core::forge_text::Fence;
+use sandcastle_core::questions::Questions;
 use std::path::Path;
 
 /// `plan`, `implement`, `review`, `pr-fixer`, `keep-green`, `assess`.

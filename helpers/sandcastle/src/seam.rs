@@ -1,11 +1,11 @@
 //! The seam between the driver and a piece of work's sandbox: what the driver asks of it
 //! ([`Sandboxed`]) and one agent turn's request ([`Turn`]). `work_sandbox.rs` is the real one; the
 //! driver's tests script their own, so they run without Docker.
-use crate::agent::{AgentOutcome, SavedSession, TimeLimit};
-use crate::gate::GateOutcome;
-use crate::git::Imported;
-use crate::role::Role;
 use anyhow::Result;
+use sandcastle_core::agent::{AgentOutcome, SavedSession, TimeLimit};
+use sandcastle_core::gate::GateOutcome;
+use sandcastle_core::git::Imported;
+use sandcastle_core::role::Role;
 
 /// What the driver asks of a piece of work's sandbox.
 pub trait Sandboxed {

@@ -2,9 +2,9 @@
 //! sandcastle last pushed, the rounds spent, whom it asked; and whether a round is in progress.
 //! Below the green lane, so publishing and planning read and write it without the lane itself.
 use crate::context::Context;
-use crate::role::WorkKey;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Context as _, Result};
+use sandcastle_core::role::WorkKey;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,8 @@
 //! What the orchestrator tells an agent between its turns: the next prompt of a resumed session,
 //! what a fresh one is told of the iterations before it, and the nudges (the gate failed, the
 //! commits were refused, the reviewer did not approve, a `<questions>` block could not be used).
-use crate::gate::GateOutcome;
-use crate::questions::BadQuestions;
+use sandcastle_core::gate::GateOutcome;
+use sandcastle_core::questions::BadQuestions;
 
 /// A resumed reviewer's next prompt.
 pub fn review_again(base: &str) -> String {
