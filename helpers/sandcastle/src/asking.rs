@@ -14,10 +14,8 @@ mod command;
 mod forge;
 mod terminal;
 
-pub use forge::{escape, replies_after};
-
 use crate::context::Context;
-use crate::publish::post_once;
+use crate::forge_thread::post_once;
 use crate::questions::{self, Questions, Reply};
 use crate::report::Asked;
 use crate::role::WorkKey;

@@ -13,7 +13,7 @@ use crate::driver::Piece;
 use crate::forge::Pull;
 use crate::git::WorkRepo;
 use crate::planning::own_issue;
-use crate::publish::post_once;
+use crate::forge_thread::post_once;
 use crate::role::WorkKey;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Context as _, Result, bail};

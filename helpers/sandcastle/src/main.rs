@@ -15,6 +15,7 @@ mod doctor;
 mod driver;
 mod forge;
 mod forge_text;
+mod forge_thread;
 mod gate;
 mod git;
 mod green;

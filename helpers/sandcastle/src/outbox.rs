@@ -8,12 +8,12 @@
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
 use crate::ask::{self, Ask, Kind};
-use crate::asking::{escape, next_poll, replies_after};
+use crate::asking::next_poll;
 use crate::context::Context;
 use crate::forge::Pull;
 use crate::forge_text::Post;
 use crate::prompts;
-use crate::publish::{self, post_once};
+use crate::forge_thread::{self, escape, post_once, replies_after};
 use crate::report::Asked;
 use crate::role::WorkKey;
 use crate::sandbox::Sandbox;
@@ -209,7 +209,7 @@ fn marker(open: &OpenAsk) -> String {
 
 /// A body as `post_once` signs it.
 fn signed(ctx: &Context, open: &OpenAsk, body: &str) -> Post {
-    publish::signed(ctx, body, &marker(open))
+    forge_thread::signed(ctx, body, &marker(open))
 }
 
 /// When to read the forge for replies.

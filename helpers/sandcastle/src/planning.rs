@@ -3,11 +3,12 @@ use crate::agent::{AgentOutcome, Ending};
 use crate::claims;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
-use crate::forge::{Comment, Issue, Pull};
+use crate::forge::{Issue, Pull};
+use crate::forge_thread::revision_of;
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
-use crate::state::{Phase, Revision, WorkState};
+use crate::state::{Phase, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
@@ -89,23 +90,6 @@ fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
         return Ok(false);
     }
     Ok(!saved.is_some_and(|state| state.settled_at(&revision)))
-}
-
-/// Where people have taken issue or pull request `number` (see [`Revision`]).
-pub fn revision(ctx: &Context, number: u64) -> Result<Revision> {
-    let updated_at = ctx.forge.updated_at(number)?;
-    Ok(revision_of(
-        &ctx.login,
-        &updated_at,
-        &ctx.forge.comments(number)?,
-    ))
-}
-
-fn revision_of(login: &str, updated_at: &str, comments: &[Comment]) -> Revision {
-    Revision {
-        updated_at: updated_at.to_string(),
-        comments: comments.iter().filter(|c| c.author != login).count() as u64,
-    }
 }
 
 /// The issue a pull request is sandcastle's own work for: opened by `login` from `sandcastle/issue-N`

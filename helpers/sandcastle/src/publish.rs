@@ -5,13 +5,13 @@
 use crate::context::Context;
 use crate::driver::Piece;
 use crate::forge_text::Post;
+use crate::forge_thread::{self, post_once};
 use crate::git::WorkRepo;
 use crate::green;
-use crate::planning;
 use crate::role::WorkKey;
 use crate::state::WorkState;
 use crate::touches::Touches;
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
 /// What became of work sent to [`publish`].
 pub enum Published {
@@ -245,7 +245,7 @@ pub fn give_up(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()>
         };
         let body = format!("{why}. The agent's last summary:\n\n{}", state.last_summary);
         post_once(ctx, number, &marker, &body)?;
-        state.settled = Some(planning::revision(ctx, number)?);
+        state.settled = Some(forge_thread::revision(ctx, number)?);
         state.told_forge = true;
         state.save(&ctx.state_dir())?;
     }
@@ -262,26 +262,4 @@ pub fn stopped_for_the_run(ctx: &Context, key: WorkKey, why: &str) -> Result<()>
     let body =
         format!("sandcastle stopped work on this for now: {why}. A later run goes on from here.");
     post_once(ctx, number, &marker, &body).map(|_| ())
-}
-
-/// Posts `body` with `marker` on `number`, unless a comment of sandcastle's already carries the
-/// marker: a run stopped right after posting never posts it twice. The comment's id.
-pub fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result<i64> {
-    let posted = ctx
-        .forge
-        .comments(number)?
-        .into_iter()
-        .find(|c| c.author == ctx.login && c.body.contains(marker));
-    match posted {
-        Some(comment) => Ok(comment.id),
-        None => ctx
-            .forge
-            .comment(number, &signed(ctx, body, marker))
-            .context("cannot comment on the forge"),
-    }
-}
-
-/// `body` defused and signed by this orchestrator, with sandcastle's `marker` last.
-pub fn signed(ctx: &Context, body: &str, marker: &str) -> Post {
-    Post::new(&format!("{body}\n\n— sandcastle `{}`", ctx.id)).marked(marker)
 }

@@ -2,9 +2,8 @@
 //! read from the issue's comments (writers and `[questions] responders` only), and the comment
 //! edited to say who answered, through which channel and when.
 use crate::context::Context;
-use crate::forge::Comment;
 use crate::forge_text::Post;
-use crate::publish::post_once;
+use crate::forge_thread::{escape, post_once, replies_after};
 use crate::questions::{self, Questions};
 use crate::state::{Answer, Channel, Waiting};
 use anyhow::{Context as _, Result};
@@ -57,27 +56,6 @@ pub fn answer(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<Optio
         }
     }
     Ok(None)
-}
-
-/// The comments on `number` after comment `after` that are not the orchestrator's own or in
-/// `ignored`, each with whether its author may answer: write access to the repository (the
-/// forge's permission API) or a place in `[questions] responders`.
-pub fn replies_after(
-    ctx: &Context,
-    number: u64,
-    after: i64,
-    ignored: &[i64],
-) -> Result<Vec<(Comment, bool)>> {
-    let mut replies = Vec::new();
-    for comment in ctx.forge.comments(number)? {
-        if comment.id <= after || comment.author == ctx.login || ignored.contains(&comment.id) {
-            continue;
-        }
-        let allowed = ctx.config.questions.responders.contains(&comment.author)
-            || ctx.forge.can_write(&comment.author)?;
-        replies.push((comment, allowed));
-    }
-    Ok(replies)
 }
 
 /// The question comment, if there is one, says who answered, through which channel and when.
@@ -138,11 +116,4 @@ fn comment(number: u64, questions: &Questions) -> String {
          machine, `sandcastle answer {number} <text>` answers too."
     );
     body
-}
-
-/// No HTML from agent text reaches the forge.
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
