@@ -164,7 +164,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
     let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
         Some(state) => {
             ctx.progress.note(&format!(
-                "{key}: resuming saved work ({:?} phase)",
+                "{key}: resuming saved work ({} phase)",
                 state.phase
             ));
             state
@@ -247,7 +247,7 @@ pub fn drive(
                 state.save(&ctx.state_dir())?;
                 let imported = sandbox.take_commits()?;
                 let handed = sandbox.take_ask();
-                outbox::take(ctx, key, state, handed)?;
+                take_ask(ctx, key, state, handed)?;
                 if let Imported::Refused(why) = imported {
                     ctx.progress
                         .note(&format!("{key}: the agent's commits were refused: {why}"));
@@ -328,31 +328,25 @@ pub fn drive(
                 Piece::Pull(_) | Piece::Green(..) => state.phase = Phase::Work,
             },
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
-            Phase::Waiting => {
-                let Some(waiting) = state.waiting.clone() else {
-                    bail!(
-                        "{key}: its saved state waits for no question: delete its state file to start afresh"
-                    );
-                };
-                match waiting.answer {
-                    Some(answer) => {
-                        ctx.progress.note(&format!(
-                            "{key}: {} answered through {}; the agent goes on",
-                            answer.by, answer.channel
-                        ));
-                        state.waiting = None;
-                        // A clarification's answer goes to the next assessment instead.
-                        if !clarify::take_answer(state, &answer) {
-                            state.nudge = Some(prompts::answer(&waiting.questions, &answer));
-                            state.phase = Phase::Work;
-                        }
-                    }
-                    None => {
-                        asking::ask(ctx, piece.number(), state)?;
-                        return Ok(Outcome::Waiting);
+            Phase::Waiting(ref mut waiting) => match waiting.conversation.reply.clone() {
+                Some(answer) => {
+                    ctx.progress.note(&format!(
+                        "{key}: {} answered through {}; the agent goes on",
+                        answer.by, answer.channel
+                    ));
+                    let questions = waiting.conversation.subject.clone();
+                    state.phase = Phase::Work;
+                    // A clarification's answer goes to the next assessment instead.
+                    if !clarify::take_answer(state, &answer) {
+                        state.nudge = Some(prompts::answer(&questions, &answer));
                     }
                 }
-            }
+                None => {
+                    asking::ask(ctx, key, waiting)?;
+                    state.save(&ctx.state_dir())?;
+                    return Ok(Outcome::Waiting);
+                }
+            },
             Phase::Publish => match publish::publish(ctx, piece, repo, base, state)? {
                 Published::Pull(pull) => {
                     state.pull = Some(pull);
@@ -388,6 +382,20 @@ pub fn drive(
     }
 }
 
+/// An ask out of the sandbox: kept and saved, then published, so a kill in between publishes it
+/// from the saved state (the sandbox's outbox goes with its container).
+fn take_ask(
+    ctx: &Context,
+    key: WorkKey,
+    state: &mut WorkState,
+    handed: Result<Option<Vec<u8>>>,
+) -> Result<()> {
+    outbox::take(ctx, key, state, handed);
+    state.save(&ctx.state_dir())?;
+    outbox::publish(ctx, key, state)?;
+    state.save(&ctx.state_dir())
+}
+
 /// The agent ended its turn with a `<questions>` block: a valid one waits for a person; the first
 /// unusable one gets a correction turn in the same session, the second ends the work.
 fn asked_a_question(
@@ -400,8 +408,7 @@ fn asked_a_question(
         Ok(questions) => {
             state.bad_questions = 0;
             state.nudge = None;
-            state.waiting = Some(asking::waiting(ctx, questions));
-            state.phase = Phase::Waiting;
+            state.phase = Phase::Waiting(asking::waiting(ctx, questions));
         }
         Err(why) if state.bad_questions == 0 => {
             ctx.progress.note(&format!(
@@ -470,7 +477,11 @@ fn working_turn(
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
     let counted = state.counted_iterations() + 1;
-    let tell = outbox::telling(ctx, state)?;
+    let tell = outbox::telling(state);
+    if tell.is_some() {
+        // The "telling" mark is saved before the turn that carries it.
+        state.save(&ctx.state_dir())?;
+    }
     let telling = |prompt: String| match &tell {
         Some(answer) => format!("{prompt}\n\n{answer}"),
         None => prompt,
@@ -572,7 +583,7 @@ fn take_turn(
     let mut relayed = |ask: Relayed| {
         let Some(key) = key else { return };
         let handed = ask.map(Some).map_err(anyhow::Error::msg);
-        if let Err(e) = outbox::take(ctx, key, state, handed) {
+        if let Err(e) = take_ask(ctx, key, state, handed) {
             ctx.progress.note(&format!(
                 "{key}: the ask made during the turn is not published yet ({}); the end of the turn tries again",
                 ctx.redactor.error(&e)

@@ -11,9 +11,9 @@
 use crate::context::Context;
 use crate::driver::Piece;
 use crate::forge::Pull;
+use crate::forge_thread::post_once;
 use crate::git::WorkRepo;
 use crate::planning::own_issue;
-use crate::forge_thread::post_once;
 use crate::role::WorkKey;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Context as _, Result, bail};

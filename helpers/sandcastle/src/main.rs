@@ -10,6 +10,7 @@ mod checkout;
 mod claims;
 mod clarify;
 mod context;
+mod conversation;
 mod deadline;
 mod doctor;
 mod driver;

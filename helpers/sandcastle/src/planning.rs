@@ -8,7 +8,7 @@ use crate::forge_thread::revision_of;
 use crate::git::WorkRepo;
 use crate::plan::{self, PlannedIssue, branch_for};
 use crate::role::{Role, WorkKey};
-use crate::state::{Phase, WorkState};
+use crate::state::WorkState;
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 
@@ -82,7 +82,7 @@ fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
     // Waiting for a person (a clarification or an agent's question), even without `needs-info`.
     if saved
         .as_ref()
-        .is_some_and(|state| state.phase == Phase::Waiting)
+        .is_some_and(|state| state.waiting().is_some())
     {
         ctx.progress.note(&format!(
             "{key}: waits for an answer (`sandcastle questions`)"

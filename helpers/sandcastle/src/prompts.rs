@@ -6,9 +6,8 @@
 //! fenced as untrusted data, in overrides too.
 use crate::ask::Ask;
 use crate::forge_text::Fence;
-use crate::outbox::Settled;
 use crate::questions::Questions;
-use crate::state::Answer;
+use crate::state::{Answer, Settled};
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 

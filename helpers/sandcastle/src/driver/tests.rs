@@ -570,7 +570,7 @@ fn a_stopped_run_resumes_the_saved_session_from_the_saved_state() {
     let saved = WorkState::resume(&w.ctx.state_dir(), &piece.key().slug())
         .unwrap()
         .unwrap();
-    assert_eq!((saved.iterations, saved.phase), (1, Phase::Work));
+    assert_eq!((saved.iterations, &saved.phase), (1, &Phase::Work));
     assert_eq!(
         saved
             .session(Role::Implementer)
@@ -704,7 +704,7 @@ const ASSESSOR: &str = "55555555-5555-4555-8555-555555555555";
 /// approves; what was asked of the sandbox.
 fn drive_clarifying(
     w: &World,
-    clarification: Option<crate::clarify::Clarification>,
+    clarification: Option<crate::state::Clarification>,
     assessment: &'static str,
     summary: &'static str,
 ) -> Vec<Asked> {
@@ -760,8 +760,8 @@ fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn
 #[test]
 fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_and_assumptions() {
     let w = world("[clarify]\nmaxRounds = 1\n");
-    let answered = crate::clarify::Clarification {
-        rounds: vec![crate::clarify::Round {
+    let answered = crate::state::Clarification {
+        rounds: vec![crate::state::Round {
             question: "Which output?".into(),
             answer: Some(crate::state::Answer {
                 by: "carol".into(),
