@@ -399,6 +399,75 @@ mod tests {
             .to_string();
         assert!(err.contains("delete it"), "{err}");
     }
+
+    /// A state file the previous version wrote: the waiting question beside `"phase": "waiting"`,
+    /// the ask's `takenAt` and `settled`.
+    const OLD_STATE: &str = r#"{
+      "slug": "issue-1", "branch": "sandcastle/issue-1", "phase": "waiting", "iterations": 1,
+      "questionTurns": 1, "badQuestions": 0,
+      "waiting": {
+        "id": "q1",
+        "questions": {"title": "Driver?", "prose": "", "items": [
+          {"title": "Which?", "prose": "", "options": [{"title": "pg", "prose": ""}]}]},
+        "askedAt": "2026-01-01T00:00:00Z", "channels": ["forge"], "comment": 7, "polls": 2,
+        "nextPoll": "2026-01-01T00:20:00Z", "ignored": [8], "timedOut": false, "answer": null
+      },
+      "clarification": null,
+      "ask": {
+        "id": "a1",
+        "ask": {"key": "issue:1", "revision": 2, "kind": "decision", "title": "Port?",
+                "details": "", "options": [], "recommended": null},
+        "takenAt": "2026-01-01T00:00:00Z", "comment": 9, "after": 10, "polls": 1,
+        "nextPoll": "2026-01-01T00:05:00Z", "ignored": [],
+        "settled": {"by": "carol", "at": "2026-01-01T00:01:00Z", "closed": false,
+                    "option": null, "text": "8080"},
+        "marked": true
+      },
+      "tell": null, "told": [], "refusedAsk": null, "lastSummary": "", "sessions": [],
+      "nudge": null, "gateRuns": 0, "gatePassed": null, "gateCommit": null, "reviewRounds": 0,
+      "verdict": null, "costUsd": 0.5, "settled": null, "stoppedBy": null,
+      "startCommit": "abc", "attempt": "r1", "pull": null, "toldForge": false, "green": null
+    }"#;
+
+    #[test]
+    fn a_state_file_of_the_previous_version_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("issue-1.json"), OLD_STATE).unwrap();
+        let state = WorkState::resume(dir.path(), "issue-1").unwrap().unwrap();
+        let waiting = state.waiting().expect("the phase carries its question");
+        let question = &waiting.conversation;
+        assert_eq!(
+            (question.id.as_str(), question.subject.title.as_str()),
+            ("q1", "Driver?")
+        );
+        assert_eq!(
+            (question.comment, question.after, question.polls, question.reply.is_none()),
+            (Some(7), 7, 2, true),
+            "replies count after the question's comment, as they did"
+        );
+        assert_eq!(waiting.channels, [Channel::Forge]);
+        let ask = state.ask.as_ref().unwrap();
+        assert_eq!((ask.subject.revision, ask.after, ask.marked), (2, 10, true));
+        assert_eq!(ask.asked_at, "2026-01-01T00:00:00Z".parse().unwrap());
+        assert_eq!(ask.reply.as_ref().unwrap().text, "8080");
+        assert_eq!(WorkState::all_waiting(dir.path()).unwrap().len(), 1);
+        assert_eq!(WorkState::with_asks(dir.path()).unwrap().len(), 0, "settled");
+
+        // Saved again in today's shape, it reads back the same.
+        state.save(dir.path()).unwrap();
+        let again = WorkState::load(dir.path(), "issue-1").unwrap().unwrap();
+        assert_eq!(again.phase, state.phase);
+    }
+
+    /// A waiting phase without its question was a runtime error of the driver; now the file does not load.
+    #[test]
+    fn a_waiting_phase_without_its_question_does_not_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = OLD_STATE.replacen("\"waiting\": {", "\"unused\": {", 1);
+        std::fs::write(dir.path().join("issue-1.json"), old).unwrap();
+        let err = WorkState::load(dir.path(), "issue-1").unwrap_err();
+        assert!(format!("{err:#}").contains("delete it"), "{err:#}");
+    }
 }
 
 /// What became of one piece of work.
