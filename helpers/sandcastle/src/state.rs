@@ -441,7 +441,12 @@ mod tests {
             ("q1", "Driver?")
         );
         assert_eq!(
-            (question.comment, question.after, question.polls, question.reply.is_none()),
+            (
+                question.comment,
+                question.after,
+                question.polls,
+                question.reply.is_none()
+            ),
             (Some(7), 7, 2, true),
             "replies count after the question's comment, as they did"
         );
@@ -451,7 +456,11 @@ mod tests {
         assert_eq!(ask.asked_at, "2026-01-01T00:00:00Z".parse().unwrap());
         assert_eq!(ask.reply.as_ref().unwrap().text, "8080");
         assert_eq!(WorkState::all_waiting(dir.path()).unwrap().len(), 1);
-        assert_eq!(WorkState::with_asks(dir.path()).unwrap().len(), 0, "settled");
+        assert_eq!(
+            WorkState::with_asks(dir.path()).unwrap().len(),
+            0,
+            "settled"
+        );
 
         // Saved again in today's shape, it reads back the same.
         state.save(dir.path()).unwrap();
