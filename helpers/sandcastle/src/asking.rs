@@ -21,7 +21,7 @@ use crate::forge_thread::post_once;
 use crate::questions::{self, Questions, Reply};
 use crate::report::Asked;
 use crate::role::WorkKey;
-use crate::state::{Answer, Channel, Waiting};
+use crate::state::{Answer, Channel, Phase, Waiting};
 use anyhow::Result;
 use jiff::Timestamp;
 pub use sandcastle_config::Handler;
@@ -150,13 +150,13 @@ pub fn say_skipped(ctx: &Context) {
     }
 }
 
-/// A new question, asked nowhere yet ([`ask`] asks it).
-pub fn waiting(ctx: &Context, questions: Questions) -> Waiting {
-    Waiting {
+/// The phase that waits for a new question, asked nowhere yet ([`ask`] asks it).
+pub fn waiting(ctx: &Context, questions: Questions) -> Phase {
+    Phase::Waiting(Box::new(Waiting {
         conversation: conversation::start(questions, &ctx.config.questions.poll_backoff),
         channels: Vec::new(),
         timed_out: false,
-    }
+    }))
 }
 
 /// Puts the question to each handler that can reach a person in this run, adding it to the

@@ -123,10 +123,7 @@ pub fn step(
                 question: assessment.question.clone(),
                 answer: None,
             });
-            state.phase = Phase::Waiting(asking::waiting(
-                ctx,
-                question(&assessment, round, settings.max_rounds),
-            ));
+            state.phase = asking::waiting(ctx, question(&assessment, round, settings.max_rounds));
             waiting_line(round, settings.max_rounds)
         }
     };

@@ -408,7 +408,7 @@ fn asked_a_question(
         Ok(questions) => {
             state.bad_questions = 0;
             state.nudge = None;
-            state.phase = Phase::Waiting(asking::waiting(ctx, questions));
+            state.phase = asking::waiting(ctx, questions);
         }
         Err(why) if state.bad_questions == 0 => {
             ctx.progress.note(&format!(

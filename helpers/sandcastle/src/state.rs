@@ -27,7 +27,7 @@ pub enum Phase {
     Publish,
     /// The working agent, or the clarification before it, asked a person this question; its
     /// container is gone until the answer comes.
-    Waiting(Waiting),
+    Waiting(Box<Waiting>),
     /// Published.
     Done,
     /// No completion within `maxIterations`; the forge has been told (`told_forge`).

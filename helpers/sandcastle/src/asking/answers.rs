@@ -122,11 +122,11 @@ mod tests {
         };
         let mut conversation = crate::conversation::start(questions, &[]);
         conversation.id = id.into();
-        state.phase = Phase::Waiting(Waiting {
+        state.phase = Phase::Waiting(Box::new(Waiting {
             conversation,
             channels: vec![Channel::Forge],
             timed_out: false,
-        });
+        }));
         state.save(&project.join(".sandcastle/logs/state")).unwrap();
     }
 
