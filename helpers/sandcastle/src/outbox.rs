@@ -1,7 +1,8 @@
 //! An agent's ask that does not stop it (`sandcastle ask`), from the orchestrator's side: taken out
-//! of the sandbox's outbox after each turn (bytes only, checked again), published on the forge (one
-//! comment per piece of work, edited for each new revision), its replies read from writers, and the
-//! answer told to the working agent as its next prompt, exactly once.
+//! of the sandbox's outbox after each turn (bytes only, checked again), published on the forge as
+//! a [`conversation`] (one comment per piece of work, edited for each new revision), its replies
+//! read from writers, and the answer told to the working agent as its next prompt, exactly once.
+//! Nothing here saves the state: the driver (or the pass) saves after each step.
 //!
 //! Exactly once: a settled ask becomes a [`Telling`] keyed by the ask and the moment it was
 //! settled; the "telling" mark is saved before the turn that carries it and the key is recorded in
