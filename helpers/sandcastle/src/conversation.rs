@@ -6,10 +6,10 @@
 //! settled to say who replied. Nothing here saves the state: the driver does, after each step.
 use crate::context::Context;
 use crate::forge_thread::{escape, post_once, replies_after, signed};
-use crate::role::WorkKey;
 use crate::state::Conversation;
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
+use sandcastle_core::role::WorkKey;
 use std::time::Duration;
 
 /// What a conversation is about.

@@ -2,10 +2,10 @@
 //! (found again by its marker), the replies after a comment and whether their authors may answer,
 //! agent text escaped for a comment, and how far people have moved the thread ([`Revision`]).
 use crate::context::Context;
-use crate::forge::Comment;
-use crate::forge_text::Post;
 use crate::state::Revision;
 use anyhow::{Context as _, Result};
+use sandcastle_core::forge::Comment;
+use sandcastle_core::forge_text::Post;
 
 /// Posts `body` with `marker` on `number`, unless a comment of sandcastle's already carries the
 /// marker: a run stopped right after posting never posts it twice. The comment's id.

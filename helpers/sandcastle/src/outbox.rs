@@ -8,17 +8,17 @@
 //! settled; the "telling" mark is saved before the turn that carries it and the key is recorded in
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
-use crate::ask::{self, Ask, Kind};
 use crate::context::Context;
 use crate::conversation::{self, Choice, Item, Outline, Replied, Subject};
 use crate::forge_thread::escape;
 use crate::prompts;
 use crate::report::Asked;
-use crate::role::WorkKey;
-use crate::sandbox::Sandbox;
 use crate::state::{OpenAsk, Phase, Settled, Telling, WorkState};
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
+use sandcastle_core::ask::{self, Ask, Kind};
+use sandcastle_core::role::WorkKey;
+use sandcastle_core::sandbox::Sandbox;
 
 pub use crate::conversation::Due;
 
@@ -359,7 +359,7 @@ pub fn hand_over(ctx: &Context, pull: u64, from: &WorkState) -> Result<Option<Wo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ask::AskOption;
+    use sandcastle_core::ask::AskOption;
 
     fn decision() -> Ask {
         Ask {
@@ -431,7 +431,7 @@ mod tests {
     /// The agent controls its outbox: only a regular file within the size cap crosses, as bytes.
     #[test]
     fn only_a_regular_file_of_bounded_size_leaves_the_outbox() {
-        use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
+        use sandcastle_core::sandbox::test_support::{TestRun, docker_ready, exec, spec};
         if !docker_ready() {
             return;
         }

@@ -6,10 +6,10 @@ mod conversation;
 pub use clarification::{Clarification, Round};
 pub use conversation::{Answer, Channel, Conversation, OpenAsk, Settled, Telling, Waiting};
 
-use crate::agent::SavedSession;
-use crate::forge::CommitStatus;
-use crate::role::Role;
 use anyhow::{Context as _, Result};
+use sandcastle_core::agent::SavedSession;
+use sandcastle_core::forge::CommitStatus;
+use sandcastle_core::role::Role;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! entry that answers every question, and edited to say who answered, through which channel and when.
 use crate::conversation::{Choice, Item, Outline, Replied, Subject};
 use crate::forge_thread::escape;
-use crate::questions::{self, Questions};
 use crate::state::{Answer, Channel};
 use jiff::Timestamp;
+use sandcastle_core::questions::{self, Questions};
 
 impl Subject for Questions {
     type Reply = Answer;

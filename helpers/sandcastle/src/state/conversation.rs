@@ -1,10 +1,10 @@
 //! What the agent put to people, as saved: a question that stops its work ([`Waiting`]) and an
 //! ask that does not ([`OpenAsk`]) are two uses of one [`Conversation`]; a settled ask's answer
 //! waits to be told ([`Telling`]).
-use crate::ask::Ask;
-use crate::questions::{Questions, Reply};
 use jiff::Timestamp;
 use sandcastle_config::Handler;
+use sandcastle_core::ask::Ask;
+use sandcastle_core::questions::{Questions, Reply};
 use serde::{Deserialize, Serialize};
 
 /// Something put to people on the forge (`subject`) and the first reply that counted (`reply`).

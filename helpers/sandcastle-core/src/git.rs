@@ -736,8 +736,12 @@ fn disk_usage(dir: &Path) -> u64 {
         .sum()
 }
 
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixture;
+
 #[cfg(test)]
 pub(crate) mod tests {
+    pub(crate) use super::fixture::fixture_git;
     use super::*;
 
     /// A bare remote with `main` holding one commit, reached over `file://`.
@@ -809,21 +813,6 @@ pub(crate) mod tests {
             user: "sandcastle-bot".to_string(),
             token: token.to_string(),
         }
-    }
-
-    pub(crate) fn fixture_git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(["-c", "user.name=Test", "-c", "user.email=test@localhost"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// A commit touching a file named after `subject`.
