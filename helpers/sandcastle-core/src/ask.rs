@@ -2,6 +2,7 @@
 //! agent. The ask is checked here, written atomically to the container's outbox, and the command
 //! returns at once; the orchestrator reads the outbox after the turn and checks the ask again with
 //! the same [`check`] (nothing that leaves a sandbox is trusted).
+use crate::forge_text::clip;
 use crate::role::WorkKey;
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
@@ -273,11 +274,6 @@ fn link_or_command(text: &str) -> Option<&'static str> {
         .iter()
         .find(|(rule, _)| rule.is_match(text))
         .map(|(_, what)| *what)
-}
-
-/// At most 40 characters of something refused, for the one-line reason.
-fn clip(text: &str) -> String {
-    text.chars().take(40).collect()
 }
 
 /// `sandcastle ask`: checks the ask, writes it to the outbox as the next revision, prints

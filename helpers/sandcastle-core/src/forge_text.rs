@@ -70,6 +70,11 @@ pub fn defuse(text: &str) -> String {
     text.replace("<!--", &format!("<{DEFUSER}!--"))
 }
 
+/// At most 40 characters of agent or forge text, for a one-line reason it was refused.
+pub fn clip(text: &str) -> String {
+    text.chars().take(40).collect()
+}
+
 /// The first closing or reopening keyword with its reference in `text` (a commit message), as
 /// written: Forgejo acts on it once the commit reaches the default branch.
 pub fn closing_reference(text: &str) -> Option<&str> {

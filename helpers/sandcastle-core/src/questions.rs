@@ -1,6 +1,7 @@
 //! The question signal: an agent that lacks a decision ends its turn with one `<questions>` block,
 //! parsed here strictly; and a person's reply to it (`1`, `2: because …`, free text; one line per
 //! question), read back against the questions it answers. Pure: no forge, no files.
+use crate::forge_text::clip;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 use serde::{Deserialize, Serialize};
@@ -143,11 +144,6 @@ fn no_attributes(name: &str, attrs: &[(String, String)]) -> Result<(), BadQuesti
             clip(key)
         ))),
     }
-}
-
-/// At most 40 characters of agent text, for an error message.
-fn clip(text: &str) -> String {
-    text.chars().take(40).collect()
 }
 
 /// The structure the parser sees: elements opening and closing, and the end.

@@ -2,8 +2,9 @@
 //! name where a question goes; [`reachable`] says which of them can reach a person in this run
 //! (the rest are skipped with one line); [`ask`] puts the question to each; every handler, and
 //! `sandcastle answer`, leaves its answer on one path ([`answers`]), where the first valid answer
-//! wins; [`poll`] takes it into the issue's state, saved before it is delivered, and says the
-//! timeout once. Every step is saved, so a run killed anywhere goes on where it was.
+//! wins; [`poll`] takes it into the question, and [`settle`] (once the caller saved it) tells the
+//! forge and removes the answer's file; the timeout is said once. Nothing here saves the state: the
+//! caller saves after each step, so a run killed anywhere goes on where it was.
 //!
 //! The handlers: [`forge`] (a comment and replies to it), [`terminal`] (a prompt while `sandcastle
 //! run` has a terminal), [`command`] (`[questions] command`, JSON in and out). A terminal prompt
@@ -14,12 +15,11 @@ mod command;
 mod forge;
 mod terminal;
 
-pub use forge::{escape, replies_after};
-
 use crate::context::Context;
-use crate::publish::post_once;
+use crate::conversation::{self, Due};
+use crate::forge_thread::post_once;
 use crate::report::Asked;
-use crate::state::{Answer, Channel, Waiting, WorkState};
+use crate::state::{Answer, Channel, Phase, Waiting};
 use anyhow::Result;
 use jiff::Timestamp;
 pub use sandcastle_config::Handler;
@@ -30,7 +30,6 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// What a look at a waiting question found.
 #[derive(Debug, PartialEq)]
@@ -151,47 +150,30 @@ pub fn say_skipped(ctx: &Context) {
     }
 }
 
-/// A new question, asked nowhere yet ([`ask`] asks it).
-pub fn waiting(ctx: &Context, questions: Questions) -> Waiting {
-    let now = Timestamp::now();
-    Waiting {
-        id: uuid::Uuid::new_v4().simple().to_string(),
-        questions,
-        asked_at: now,
+/// The phase that waits for a new question, asked nowhere yet ([`ask`] asks it).
+pub fn waiting(ctx: &Context, questions: Questions) -> Phase {
+    Phase::Waiting(Box::new(Waiting {
+        conversation: conversation::start(questions, &ctx.config.questions.poll_backoff),
         channels: Vec::new(),
-        comment: None,
-        polls: 0,
-        next_poll: next_poll(now, &ctx.config.questions.poll_backoff, 0),
-        ignored: Vec::new(),
         timed_out: false,
-        answer: None,
-    }
-}
-
-/// When to read the forge next, after `polls` reads: `[questions] pollBackoff` step by step, the
-/// last step repeating.
-pub fn next_poll(now: Timestamp, backoff: &[Duration], polls: u32) -> Timestamp {
-    let wait = backoff
-        .get(polls as usize)
-        .or(backoff.last())
-        .copied()
-        .unwrap_or_default();
-    now + jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX)
+    }))
 }
 
 /// Puts the question to each handler that can reach a person in this run, adding it to the
 /// question's channels, and labels the issue `needs-info` (which keeps it from the planner while it
-/// waits). The forge comment is posted once, ever (a failure is tried again by the next pass); a
-/// terminal prompt and the command are asked once per run, so a restarted run asks through them
-/// again, and a looping run on a terminal asks there a question an earlier `--once` run asked.
-pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
-    let Some(waiting) = state.waiting.as_mut() else {
+/// waits). The forge comment is posted once, ever (a failure is tried again by the next pass; a kill
+/// before the caller saved it finds the comment by its marker); a terminal prompt and the command
+/// are asked once per run, so a restarted run asks through them again, and a looping run on a
+/// terminal asks there a question an earlier `--once` run asked.
+pub fn ask(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> {
+    let Some(number) = key.number() else {
         return Ok(());
     };
-    if waiting.answer.is_some() || waiting.timed_out {
+    if waiting.conversation.reply.is_some() || waiting.timed_out {
         return Ok(());
     }
-    let first_in_this_run = !ctx.handlers.asked_in_this_run(&waiting.id);
+    let id = waiting.conversation.id.clone();
+    let first_in_this_run = !ctx.handlers.asked_in_this_run(&id);
     if first_in_this_run {
         for channel in reachable(ctx).into_iter().map(Channel::from) {
             if !waiting.channels.contains(&channel) {
@@ -199,16 +181,14 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
             }
         }
     }
-    if waiting.channels.contains(&Channel::Forge) && waiting.comment.is_none() {
-        forge::ask(ctx, number, waiting)?;
+    if waiting.channels.contains(&Channel::Forge) && waiting.conversation.after == 0 {
+        conversation::publish(ctx, number, &mut waiting.conversation)?;
     }
-    state.save(&ctx.state_dir())?;
     if !first_in_this_run {
         return Ok(());
     }
     ctx.forge.add_labels(number, &["needs-info"])?;
-    let waiting = state.waiting.as_ref().expect("read above");
-    ctx.handlers.mark_asked(&waiting.id);
+    ctx.handlers.mark_asked(&id);
     ctx.report
         .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
     for handler in reachable(ctx) {
@@ -223,9 +203,8 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
         }
     }
     let through: Vec<String> = waiting.channels.iter().map(|c| c.to_string()).collect();
-    let work = WorkKey::from_slug(&state.slug).unwrap_or(WorkKey::Issue(number));
     ctx.progress.note(&format!(
-        "{work}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
+        "{key}: the agent asked a person{}; `sandcastle answer {number} …` answers too",
         if through.is_empty() {
             String::new()
         } else {
@@ -236,34 +215,25 @@ pub fn ask(ctx: &Context, number: u64, state: &mut WorkState) -> Result<()> {
 }
 
 /// Looks for the answer: one a handler or `sandcastle answer` left at once, the forge's
-/// comments when the backoff says; then the timeout. An answer is saved before anything else
-/// happens with it.
-pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
-    ask(ctx, number, state)?;
-    let Some(waiting) = state.waiting.as_mut() else {
+/// comments when the backoff says; then the timeout. `Answered`: the answer is in the question,
+/// for the caller to save before [`settle`] removes the file it came from.
+pub fn poll(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<Poll> {
+    ask(ctx, key, waiting)?;
+    let Some(number) = key.number() else {
         return Ok(Poll::Pending);
     };
-    let now = Timestamp::now();
-    if waiting.answer.is_none() {
-        waiting.answer = answers::take(&ctx.project, &waiting.id)?;
+    let talk = &mut waiting.conversation;
+    if talk.reply.is_none() {
+        talk.reply = answers::take(&ctx.project, &talk.id)?;
     }
-    if waiting.answer.is_none() && waiting.comment.is_some() && now >= waiting.next_poll {
-        waiting.answer = forge::answer(ctx, number, waiting)?;
-        waiting.polls += 1;
-        waiting.next_poll = next_poll(now, &ctx.config.questions.poll_backoff, waiting.polls);
-    }
-    if let Some(answer) = waiting.answer.clone() {
-        state.save(&ctx.state_dir())?;
-        let waiting = state.waiting.as_ref().expect("just read");
+    conversation::read(ctx, key, number, talk, Due::Backoff)?;
+    if talk.reply.is_some() {
         ctx.report
             .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
-        forge::settle(ctx, number, waiting, &answer)?;
-        ctx.forge.remove_label(number, "needs-info")?;
-        answers::remove(&ctx.project, &waiting.id)?;
         return Ok(Poll::Answered);
     }
     let timed_out = !waiting.timed_out
-        && now.duration_since(waiting.asked_at)
+        && jiff::Timestamp::now().duration_since(talk.asked_at)
             >= jiff::SignedDuration::try_from(ctx.config.questions.timeout)
                 .unwrap_or(jiff::SignedDuration::MAX);
     if timed_out {
@@ -271,7 +241,7 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
         post_once(
             ctx,
             number,
-            &format!("<!-- sandcastle:question-timeout {} -->", waiting.id),
+            &format!("<!-- sandcastle:question-timeout {} -->", talk.id),
             &format!(
                 "Nobody answered the agent's question within {timeout} (`[questions] timeout`). The issue \
                  keeps `needs-info`; an answer is still taken up by a later pass."
@@ -279,7 +249,6 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
         )?;
         waiting.timed_out = true;
     }
-    state.save(&ctx.state_dir())?;
     Ok(if timed_out {
         Poll::TimedOut
     } else {
@@ -287,12 +256,24 @@ pub fn poll(ctx: &Context, number: u64, state: &mut WorkState) -> Result<Poll> {
     })
 }
 
+/// An answered question, once saved: its forge comment says who answered, `needs-info` goes, and
+/// the answer's file with it. Repeats harmlessly.
+pub fn settle(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> {
+    let Some(number) = key.number() else {
+        return Ok(());
+    };
+    conversation::settle(ctx, number, &mut waiting.conversation)?;
+    ctx.forge.remove_label(number, "needs-info")?;
+    answers::remove(&ctx.project, &waiting.conversation.id)
+}
+
 /// The question as the run report keeps it: when it was asked and answered.
 fn asked(waiting: &Waiting) -> Asked {
+    let talk = &waiting.conversation;
     Asked {
-        id: waiting.id.clone(),
-        asked_at: waiting.asked_at,
-        answered_at: waiting.answer.as_ref().map(|a| a.at),
+        id: talk.id.clone(),
+        asked_at: talk.asked_at,
+        answered_at: talk.reply.as_ref().map(|a| a.at),
     }
 }
 
@@ -304,7 +285,7 @@ pub fn answer_locally(
     number: u64,
     text: &str,
 ) -> Result<Result<Vec<Reply>, String>> {
-    let replies = match questions::read_reply(&waiting.questions, text) {
+    let replies = match questions::read_reply(&waiting.conversation.subject, text) {
         Ok(replies) => replies,
         Err(why) => return Ok(Err(format!("that does not answer them: {why}"))),
     };
@@ -314,26 +295,5 @@ pub fn answer_locally(
         at: Timestamp::now(),
         replies: replies.clone(),
     };
-    Ok(answers::leave(project, number, &waiting.id, &answer)?.map(|()| replies))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The waits step through `pollBackoff` and stay on the last step.
-    #[test]
-    fn the_poll_backoff_steps_through_and_stays_on_the_last_step() {
-        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let backoff = [5, 15, 30].map(Duration::from_secs);
-        let waits: Vec<i64> = (0..6)
-            .map(|polls| {
-                next_poll(now, &backoff, polls)
-                    .duration_since(now)
-                    .as_secs()
-            })
-            .collect();
-        assert_eq!(waits, [5, 15, 30, 30, 30, 30]);
-        assert_eq!(next_poll(now, &[], 3), now, "no backoff: at once");
-    }
+    Ok(answers::leave(project, number, &waiting.conversation.id, &answer)?.map(|()| replies))
 }

@@ -7,64 +7,13 @@
 use crate::asking;
 use crate::context::Context;
 use crate::seam::{Sandboxed, Turn};
-use crate::state::{Answer, Outcome, Phase, WorkState};
+use crate::state::{Answer, Clarification, Outcome, Phase, Round, WorkState};
 use anyhow::Result;
 use sandcastle_core::agent::{Ending, TimeLimit};
 use sandcastle_core::assessment::{self, Assessment};
 use sandcastle_core::forge::Issue;
 use sandcastle_core::questions::{Question, Questions};
 use sandcastle_core::role::{Role, WorkKey};
-use serde::{Deserialize, Serialize};
-
-/// What clarifying an issue came to, saved in its state.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Clarification {
-    /// The questions asked, one a round, each with its answer once it came.
-    pub rounds: Vec<Round>,
-    /// Why the assessment could not be used; work started without it.
-    pub degraded: Option<String>,
-    /// What the issue still did not say when the rounds ran out: the implementer decided it.
-    pub unclear: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Round {
-    pub question: String,
-    pub answer: Option<Answer>,
-}
-
-impl Clarification {
-    /// The questions and their answers so far, as plain text (fenced where it enters a prompt).
-    pub fn transcript(&self) -> String {
-        self.rounds
-            .iter()
-            .enumerate()
-            .map(|(index, round)| {
-                let answer = match &round.answer {
-                    Some(answer) => format!(
-                        "Answer (by {}): {}",
-                        answer.by,
-                        answer
-                            .replies
-                            .iter()
-                            .map(|r| r.text.as_str())
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    ),
-                    None => "No answer yet.".to_string(),
-                };
-                format!("Question {}: {}\n{answer}", index + 1, round.question)
-            })
-            .collect::<Vec<_>>()
-            .join("\n\n")
-    }
-
-    fn asked(&self) -> u32 {
-        self.rounds.len() as u32
-    }
-}
 
 /// What one assessment leads to.
 #[derive(Debug, PartialEq)]
@@ -174,11 +123,7 @@ pub fn step(
                 question: assessment.question.clone(),
                 answer: None,
             });
-            state.waiting = Some(asking::waiting(
-                ctx,
-                question(&assessment, round, settings.max_rounds),
-            ));
-            state.phase = Phase::Waiting;
+            state.phase = asking::waiting(ctx, question(&assessment, round, settings.max_rounds));
             waiting_line(round, settings.max_rounds)
         }
     };
@@ -216,9 +161,8 @@ pub fn release(ctx: &Context, number: u64, state: &mut WorkState) -> Result<bool
         return Ok(false);
     };
     c.unclear = vec![open.question];
-    state.waiting = None;
     state.phase = Phase::Work;
-    state.save(&ctx.state_dir())?;
+    // The caller saves after: a kill before that releases it again, which repeats harmlessly.
     ctx.forge.remove_label(number, "needs-info")?;
     ctx.progress.note(&format!(
         "issue #{number}: `run --yes`: work starts without the clarification's answer; the open question goes into the pull request as an assumption"

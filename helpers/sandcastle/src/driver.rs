@@ -7,6 +7,7 @@
 use crate::asking;
 use crate::clarify;
 use crate::context::Context;
+use crate::forge_thread;
 use crate::green;
 use crate::outbox::{self, Due};
 use crate::piece::Piece;
@@ -32,7 +33,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
     let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
         Some(state) => {
             ctx.progress.note(&format!(
-                "{key}: resuming saved work ({:?} phase)",
+                "{key}: resuming saved work ({} phase)",
                 state.phase
             ));
             state
@@ -97,7 +98,7 @@ pub fn drive(
             Phase::Clarify => clarify(ctx, piece, state, sandbox)?,
             Phase::Work => work(ctx, piece, repo, &vars, state, sandbox)?,
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
-            Phase::Waiting => waiting(ctx, piece, state)?,
+            Phase::Waiting(_) => waiting(ctx, piece, state)?,
             Phase::Publish => publish(ctx, piece, repo, base, state)?,
             Phase::Done => done(piece, state),
             Phase::GaveUp => gave_up(ctx, piece, state)?,
@@ -172,7 +173,7 @@ fn work(
     state.save(&ctx.state_dir())?;
     let imported = sandbox.take_commits()?;
     let handed = sandbox.take_ask();
-    outbox::take(ctx, key, state, handed)?;
+    take_ask(ctx, key, state, handed)?;
     if let Imported::Refused(why) = imported {
         ctx.progress
             .note(&format!("{key}: the agent's commits were refused: {why}"));
@@ -256,28 +257,23 @@ fn said_done(
 /// Waiting for a person's answer: asked (again) until it comes; then the agent goes on with it.
 fn waiting(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> {
     let key = piece.key();
-    let Some(waiting) = state.waiting.clone() else {
-        bail!(
-            "{key}: its saved state waits for no question: delete its state file to start afresh"
-        );
+    // `drive` calls this only in the Waiting phase, which carries its question.
+    let Phase::Waiting(waiting) = &mut state.phase else {
+        return Ok(None);
     };
-    match waiting.answer {
-        Some(answer) => {
-            ctx.progress.note(&format!(
-                "{key}: {} answered through {}; the agent goes on",
-                answer.by, answer.channel
-            ));
-            state.waiting = None;
-            // A clarification's answer goes to the next assessment instead.
-            if !clarify::take_answer(state, &answer) {
-                state.nudge = Some(prompts::answer(&waiting.questions, &answer));
-                state.phase = Phase::Work;
-            }
-        }
-        None => {
-            asking::ask(ctx, piece.number(), state)?;
-            return Ok(Some(Outcome::Waiting));
-        }
+    let Some(answer) = waiting.conversation.reply.clone() else {
+        asking::ask(ctx, key, waiting)?;
+        return Ok(Some(Outcome::Waiting));
+    };
+    ctx.progress.note(&format!(
+        "{key}: {} answered through {}; the agent goes on",
+        answer.by, answer.channel
+    ));
+    let questions = waiting.conversation.subject.clone();
+    state.phase = Phase::Work;
+    // A clarification's answer goes to the next assessment instead.
+    if !clarify::take_answer(state, &answer) {
+        state.nudge = Some(prompts::answer(&questions, &answer));
     }
     Ok(None)
 }
@@ -326,7 +322,7 @@ fn gave_up(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> 
     if !state.told_forge {
         let number = piece.number();
         publish::give_up(ctx, number, state)?;
-        state.settled = Some(planning::revision(ctx, number)?);
+        state.settled = Some(forge_thread::revision(ctx, number)?);
         state.told_forge = true;
         state.save(&ctx.state_dir())?;
     }
@@ -389,6 +385,20 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
     })
 }
 
+/// An ask out of the sandbox: kept and saved, then published, so a kill in between publishes it
+/// from the saved state (the sandbox's outbox goes with its container).
+fn take_ask(
+    ctx: &Context,
+    key: WorkKey,
+    state: &mut WorkState,
+    handed: Result<Option<Vec<u8>>>,
+) -> Result<()> {
+    outbox::take(ctx, key, state, handed);
+    state.save(&ctx.state_dir())?;
+    outbox::publish(ctx, key, state)?;
+    state.save(&ctx.state_dir())
+}
+
 /// The agent ended its turn with a `<questions>` block: a valid one waits for a person; the first
 /// unusable one gets a correction turn in the same session, the second ends the work.
 fn asked_a_question(
@@ -401,8 +411,7 @@ fn asked_a_question(
         Ok(questions) => {
             state.bad_questions = 0;
             state.nudge = None;
-            state.waiting = Some(asking::waiting(ctx, questions));
-            state.phase = Phase::Waiting;
+            state.phase = asking::waiting(ctx, questions);
         }
         Err(why) if state.bad_questions == 0 => {
             ctx.progress.note(&format!(
@@ -461,7 +470,11 @@ fn working_turn(
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
     let counted = state.counted_iterations() + 1;
-    let tell = outbox::telling(ctx, state)?;
+    let tell = outbox::telling(state);
+    if tell.is_some() {
+        // The "telling" mark is saved before the turn that carries it.
+        state.save(&ctx.state_dir())?;
+    }
     let telling = |prompt: String| match &tell {
         Some(answer) => format!("{prompt}\n\n{answer}"),
         None => prompt,
@@ -563,7 +576,7 @@ fn take_turn(
     let mut relayed = |ask: Relayed| {
         let Some(key) = key else { return };
         let handed = ask.map(Some).map_err(anyhow::Error::msg);
-        if let Err(e) = outbox::take(ctx, key, state, handed) {
+        if let Err(e) = take_ask(ctx, key, state, handed) {
             ctx.progress.note(&format!(
                 "{key}: the ask made during the turn is not published yet ({}); the end of the turn tries again",
                 ctx.redactor.error(&e)

@@ -11,9 +11,9 @@
 pub mod record;
 
 use crate::context::Context;
+use crate::forge_thread::post_once;
 use crate::piece::Piece;
 use crate::planning::own_issue;
-use crate::publish::post_once;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Result, bail};
 use record::{Record, in_progress};

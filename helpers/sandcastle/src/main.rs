@@ -4,8 +4,10 @@
 mod asking;
 mod clarify;
 mod context;
+mod conversation;
 mod doctor;
 mod driver;
+mod forge_thread;
 mod green;
 mod outbox;
 mod pass;

@@ -1,83 +1,39 @@
 //! An agent's ask that does not stop it (`sandcastle ask`), from the orchestrator's side: taken out
-//! of the sandbox's outbox after each turn (bytes only, checked again), published on the forge (one
-//! comment per piece of work, edited for each new revision), its replies read from writers, and the
-//! answer told to the working agent as its next prompt, exactly once.
+//! of the sandbox's outbox after each turn (bytes only, checked again), published on the forge as
+//! a [`conversation`] (one comment per piece of work, edited for each new revision), its replies
+//! read from writers, and the answer told to the working agent as its next prompt, exactly once.
+//! Nothing here saves the state: the driver (or the pass) saves after each step.
 //!
 //! Exactly once: a settled ask becomes a [`Telling`] keyed by the ask and the moment it was
 //! settled; the "telling" mark is saved before the turn that carries it and the key is recorded in
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
-use crate::asking::{escape, next_poll, replies_after};
 use crate::context::Context;
+use crate::conversation::{self, Choice, Item, Outline, Replied, Subject};
+use crate::forge_thread::escape;
 use crate::prompts;
-use crate::publish::{self, post_once};
 use crate::report::Asked;
-use crate::state::{Phase, WorkState};
+use crate::state::{OpenAsk, Phase, Settled, Telling, WorkState};
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
-use sandcastle_core::ask::{self, Ask, Kind, MAX_ASK_BYTES};
-use sandcastle_core::forge::Pull;
-use sandcastle_core::forge_text::Post;
+use sandcastle_core::ask::{self, Ask, Kind};
 use sandcastle_core::role::WorkKey;
 use sandcastle_core::sandbox::Sandbox;
-use serde::{Deserialize, Serialize};
+
+pub use crate::conversation::Due;
+
+/// The largest ask taken out of a sandbox.
+pub const MAX_ASK_BYTES: u64 = 64 * 1024;
 
 /// Prints the outbox if it is a regular file, nothing if there is none.
 const PRINT_OUTBOX: &str = r#"if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 0; fi
 if [ -L "$1" ] || [ ! -f "$1" ]; then echo "the outbox is not a regular file" >&2; exit 3; fi
 exec cat -- "$1""#;
 
-/// The agent's latest ask on this work, as published.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpenAsk {
-    /// Marks the forge comment, which every revision reuses.
-    pub id: String,
-    pub ask: Ask,
-    /// When this revision was taken out of the sandbox.
-    pub taken_at: Timestamp,
-    /// The forge comment showing it, once posted.
-    pub comment: Option<i64>,
-    /// Replies count only after this comment (the newest when this revision was published).
-    pub after: i64,
-    pub polls: u32,
-    pub next_poll: Timestamp,
-    /// Replies that did not count, each said once.
-    pub ignored: Vec<i64>,
-    /// The first reply that counted.
-    pub settled: Option<Settled>,
-    /// The forge comment says it was settled.
-    pub marked: bool,
-}
-
-/// How a person settled an ask.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Settled {
-    pub by: String,
-    pub at: Timestamp,
-    /// They replied `close`: no answer.
-    pub closed: bool,
-    /// The option of a decision they chose (from 1).
-    pub option: Option<usize>,
-    pub text: String,
-}
-
-/// An answer to tell the working agent in its next turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Telling {
-    /// The ask and the moment it was settled.
-    pub key: String,
-    pub prompt: String,
-    /// Saved before the turn that tells it.
-    pub telling: bool,
-}
-
 /// The variables every `docker exec` of this work's sandbox gets, so `sandcastle ask` knows its
 /// work and goes on from the revision the orchestrator last took.
 pub fn sandbox_env(key: WorkKey, state: &WorkState) -> [(String, String); 2] {
-    let revision = state.ask.as_ref().map_or(0, |open| open.ask.revision);
+    let revision = state.ask.as_ref().map_or(0, |open| open.subject.revision);
     [
         (ask::KEY_VAR.to_string(), ask::key_text(key)),
         (ask::REVISION_VAR.to_string(), revision.to_string()),
@@ -96,28 +52,22 @@ pub fn read(sandbox: &Sandbox, scratch: &std::path::Path) -> Result<Option<Vec<u
     Ok((!bytes.is_empty()).then_some(bytes))
 }
 
-/// After a turn: a new revision in the outbox is checked again, kept and published at once; a
-/// refused one is said in one line and nothing is published.
-pub fn take(
-    ctx: &Context,
-    key: WorkKey,
-    state: &mut WorkState,
-    handed: Result<Option<Vec<u8>>>,
-) -> Result<()> {
-    let refused = |state: &mut WorkState, why: String| -> Result<()> {
+/// After a turn, or when a turn relays it: a new revision in the outbox is checked again and kept,
+/// to be published by [`publish`] once it is saved (a kill in between publishes it from the saved
+/// state; the sandbox's outbox would be gone); a refused one is said in one line.
+pub fn take(ctx: &Context, key: WorkKey, state: &mut WorkState, handed: Result<Option<Vec<u8>>>) {
+    let refused = |state: &mut WorkState, why: String| {
         // The outbox stays as it is until the agent writes it again: said once, not every turn.
         if state.refused_ask.as_ref() != Some(&why) {
             ctx.progress.note(&format!(
                 "{key}: refused the agent's ask from its outbox: {why}; nothing published"
             ));
             state.refused_ask = Some(why);
-            state.save(&ctx.state_dir())?;
         }
-        Ok(())
     };
     let bytes = match handed {
         Ok(Some(bytes)) => bytes,
-        Ok(None) => return Ok(()),
+        Ok(None) => return,
         Err(e) => return refused(state, ctx.redactor.error(&e)),
     };
     let ask = match ask::from_outbox(&bytes, key) {
@@ -125,174 +75,156 @@ pub fn take(
         Err(why) => return refused(state, why),
     };
     state.refused_ask = None;
-    let last = state.ask.as_ref().map_or(0, |open| open.ask.revision);
+    let last = state.ask.as_ref().map_or(0, |open| open.subject.revision);
     if ask.revision <= last {
-        return Ok(());
+        return;
     }
-    let now = Timestamp::now();
-    let (id, comment) = match &state.ask {
-        Some(open) => (open.id.clone(), open.comment),
-        None => (uuid::Uuid::new_v4().simple().to_string(), None),
-    };
     ctx.progress.note(&format!(
         "{key}: the agent asks ({}, revision {}) and goes on: {}",
         ask.kind.name(),
         ask.revision,
         ask.title
     ));
-    state.ask = Some(OpenAsk {
-        id,
-        ask,
-        taken_at: now,
-        comment,
-        after: 0,
-        polls: 0,
-        next_poll: now,
-        ignored: Vec::new(),
-        settled: None,
-        marked: false,
-    });
-    let open = state.ask.as_ref().expect("just set");
-    ctx.report.record_ask(&key.to_string(), asked(open));
-    state.save(&ctx.state_dir())?;
-    publish_pending(ctx, key, state)?;
-    Ok(())
+    let mut open = conversation::start(ask, &ctx.config.questions.poll_backoff);
+    // A new revision keeps the work's one comment.
+    if let Some(last) = &state.ask {
+        open.id = last.id.clone();
+        open.comment = last.comment;
+    }
+    ctx.report.record_ask(&key.to_string(), asked(&open));
+    state.ask = Some(open);
 }
 
-/// Publishes the ask if its revision is not on the forge yet (a run killed between taking and
-/// publishing it publishes it now).
-fn publish_pending(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
+/// Publishes the ask if its revision is not on the forge yet: one comment per piece of work,
+/// posted once and edited for each revision; replies count from the newest comment on.
+pub fn publish(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
     let Some(open) = state.ask.as_mut() else {
         return Ok(());
     };
-    if open.after != 0 || open.settled.is_some() {
+    if open.after != 0 || open.reply.is_some() {
         return Ok(());
     }
     let number = key
         .number()
         .expect("asks come from issues and pull requests");
-    publish(ctx, number, open)?;
-    state.save(&ctx.state_dir())
-}
-
-/// The forge handler: one comment per piece of work, posted once and edited for each revision;
-/// replies count from the newest comment on.
-pub fn publish(ctx: &Context, number: u64, open: &mut OpenAsk) -> Result<()> {
-    let body = ask_comment(&open.ask);
-    match open.comment {
-        None => open.comment = Some(post_once(ctx, number, &marker(open), &body)?),
-        Some(id) => ctx
-            .forge
-            .edit_comment(id, &signed(ctx, open, &body))
-            .context("cannot edit the ask's comment on the forge")?,
-    }
-    let newest = ctx.forge.comments(number)?.iter().map(|c| c.id).max();
-    open.after = newest.or(open.comment).unwrap_or(1);
-    Ok(())
+    conversation::publish(ctx, number, open)
 }
 
 /// The ask's revision as the run report keeps it: when it was taken and settled.
 fn asked(open: &OpenAsk) -> Asked {
     Asked {
-        id: format!("{}/{}", open.id, open.ask.revision),
-        asked_at: open.taken_at,
-        answered_at: open.settled.as_ref().map(|s| s.at),
+        id: format!("{}/{}", open.id, open.subject.revision),
+        asked_at: open.asked_at,
+        answered_at: open.reply.as_ref().map(|s| s.at),
     }
 }
 
-fn marker(open: &OpenAsk) -> String {
-    format!("<!-- sandcastle:ask {} -->", open.id)
-}
-
-/// A body as `post_once` signs it.
-fn signed(ctx: &Context, open: &OpenAsk, body: &str) -> Post {
-    publish::signed(ctx, body, &marker(open))
-}
-
-/// When to read the forge for replies.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Due {
-    /// Between two turns of the work: now.
-    Now,
-    /// In a pass: when `[questions] pollBackoff` says.
-    Backoff,
-}
-
-/// Reads the replies to an open ask; the first that counts settles it, and its answer is saved to
-/// be told (before the forge's comment says so).
+/// Publishes a pending revision, reads the replies to the open ask when `due`; the first that
+/// counts settles it, its answer kept to be told, and the forge's comment says so. A kill before
+/// the state is saved reads the same reply again (nothing is told before that), and the comment's
+/// edit repeats harmlessly.
 pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Result<()> {
-    publish_pending(ctx, key, state)?;
+    publish(ctx, key, state)?;
     let Some(number) = key.number() else {
         return Ok(());
     };
     let Some(open) = state.ask.as_mut() else {
         return Ok(());
     };
-    let now = Timestamp::now();
-    if open.settled.is_none() && (due == Due::Now || now >= open.next_poll) {
-        open.settled = reply(ctx, key, number, open)?;
-        open.polls += 1;
-        // The first read is at once (between turns, or as soon as a pass sees it): then the waits.
-        open.next_poll = next_poll(now, &ctx.config.questions.poll_backoff, open.polls - 1);
-        if let Some(settled) = &open.settled {
-            ctx.report.record_ask(&key.to_string(), asked(open));
-            let telling = Telling {
-                key: format!("{}/{}@{}", open.id, open.ask.revision, settled.at),
-                prompt: prompts::ask_answer(&open.ask, settled),
-                telling: false,
-            };
-            let how = if settled.closed { "closed" } else { "answered" };
-            ctx.progress.note(&format!(
-                "{key}: {} {how} the agent's ask (revision {}); it is told in its next turn",
-                settled.by, open.ask.revision
-            ));
-            if !state.told.contains(&telling.key) {
-                state.tell = Some(telling);
-            }
+    let settled_before = open.reply.is_some();
+    conversation::read(ctx, key, number, open, due)?;
+    if let (false, Some(settled)) = (settled_before, &open.reply) {
+        ctx.report.record_ask(&key.to_string(), asked(open));
+        let telling = Telling {
+            key: format!("{}/{}@{}", open.id, open.subject.revision, settled.at),
+            prompt: prompts::ask_answer(&open.subject, settled),
+            telling: false,
+        };
+        let how = if settled.closed { "closed" } else { "answered" };
+        ctx.progress.note(&format!(
+            "{key}: {} {how} the agent's ask (revision {}); it is told in its next turn",
+            settled.by, open.subject.revision
+        ));
+        if !state.told.contains(&telling.key) {
+            state.tell = Some(telling);
         }
-        state.save(&ctx.state_dir())?;
     }
-    let Some(open) = state.ask.as_mut() else {
-        return Ok(());
-    };
-    if let (Some(settled), false, Some(id)) = (&open.settled, open.marked, open.comment) {
-        let how = if settled.closed { "Closed" } else { "Answered" };
-        let body = format!(
-            "{}\n\n**{how}** by {} at {}.",
-            ask_comment(&open.ask),
-            settled.by,
-            settled.at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        );
-        ctx.forge
-            .edit_comment(id, &signed(ctx, open, &body))
-            .context("cannot mark the ask settled on the forge")?;
-        open.marked = true;
-        state.save(&ctx.state_dir())?;
+    if let Some(open) = state.ask.as_mut() {
+        conversation::settle(ctx, number, open)?;
     }
     Ok(())
 }
 
-/// The first reply after the ask's revision from a writer (or a configured responder), never the
-/// orchestrator's own; others are ignored with one line each.
-fn reply(ctx: &Context, key: WorkKey, number: u64, open: &mut OpenAsk) -> Result<Option<Settled>> {
-    for (comment, allowed) in replies_after(ctx, number, open.after, &open.ignored)? {
-        let text = comment.body.trim();
-        if allowed && !text.is_empty() {
-            return Ok(Some(read_reply(&open.ask, &comment.author, text)));
+impl Subject for Ask {
+    type Reply = Settled;
+    const KIND: &'static str = "ask";
+    const FIRST_READ_WAITS: bool = false;
+
+    /// What it asks, options numbered, and how to reply.
+    fn outline(&self, _number: u64) -> Outline {
+        let what = match self.kind {
+            Kind::Decision => "asks for a **decision**",
+            Kind::Action => "asks a person to **act**",
+            Kind::Ready => "says something is **ready** for a person",
+            Kind::Blocked => "is **blocked** on part of the work",
+        };
+        let options = self
+            .options
+            .iter()
+            .map(|option| Choice {
+                label: option.label.clone(),
+                meaning: option.meaning.clone(),
+                note: match self.recommended.as_ref() == Some(&option.label) {
+                    true => " (the agent's recommendation)",
+                    false => "",
+                },
+            })
+            .collect();
+        let forms = if self.options.is_empty() {
+            "your answer"
+        } else {
+            "an option's number or label (`1`, `2: because …`) or free text"
+        };
+        let mut how = format!(
+            "\n**How to answer:** reply with {forms}, or `close` to close this ask without an answer. \
+             Only replies from people with write access to this repository count; the answer reaches \
+             the agent as its next prompt."
+        );
+        if self.revision > 1 {
+            how += &format!(
+                "\n\n_Revision {}: it replaces the agent's earlier ask._",
+                self.revision
+            );
         }
-        ctx.progress.note(&format!(
-            "{key}: ignored the reply of {} (comment {}) to the agent's ask: {}",
-            comment.author,
-            comment.id,
-            if allowed {
-                "it is empty"
-            } else {
-                "they have no write access to the repository and are not in [questions] responders"
-            }
-        ));
-        open.ignored.push(comment.id);
+        Outline {
+            intro: format!("sandcastle's agent {what} and goes on working meanwhile."),
+            title: self.title.clone(),
+            prose: self.details.clone(),
+            items: vec![Item {
+                options,
+                ..Item::default()
+            }],
+            how,
+        }
     }
-    Ok(None)
+
+    fn read(&self, by: &str, text: &str) -> Result<Settled, String> {
+        match text.trim() {
+            "" => Err("it is empty".to_string()),
+            text => Ok(read_reply(self, by, text)),
+        }
+    }
+}
+
+impl Replied for Settled {
+    fn line(&self) -> String {
+        format!(
+            "**{}** by {} at {}",
+            if self.closed { "Closed" } else { "Answered" },
+            escape(&self.by),
+            self.at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        )
+    }
 }
 
 /// `close` closes the ask; for a decision, an option's number or label (then `: why`) chooses it;
@@ -326,64 +258,12 @@ fn read_reply(ask: &Ask, by: &str, text: &str) -> Settled {
     settled
 }
 
-/// The ask as a comment: agent text escaped (no HTML, no closing keywords), options numbered, and
-/// how to reply.
-fn ask_comment(ask: &Ask) -> String {
-    let text = escape;
-    let what = match ask.kind {
-        Kind::Decision => "asks for a **decision**",
-        Kind::Action => "asks a person to **act**",
-        Kind::Ready => "says something is **ready** for a person",
-        Kind::Blocked => "is **blocked** on part of the work",
-    };
-    let mut body = format!(
-        "sandcastle's agent {what} and goes on working meanwhile.\n\n### {}\n",
-        text(&ask.title)
-    );
-    if !ask.details.is_empty() {
-        body += &format!("\n{}\n", text(&ask.details));
-    }
-    if !ask.options.is_empty() {
-        body += "\n";
-    }
-    for (n, option) in ask.options.iter().enumerate() {
-        body += &format!("{}. **{}**", n + 1, text(&option.label));
-        if !option.meaning.is_empty() {
-            body += &format!(": {}", text(&option.meaning));
-        }
-        if ask.recommended.as_ref() == Some(&option.label) {
-            body += " (the agent's recommendation)";
-        }
-        body += "\n";
-    }
-    let forms = if ask.options.is_empty() {
-        "your answer"
-    } else {
-        "an option's number or label (`1`, `2: because …`) or free text"
-    };
-    body += &format!(
-        "\n**How to answer:** reply with {forms}, or `close` to close this ask without an answer. \
-         Only replies from people with write access to this repository count; the answer reaches \
-         the agent as its next prompt."
-    );
-    if ask.revision > 1 {
-        body += &format!(
-            "\n\n_Revision {}: it replaces the agent's earlier ask._",
-            ask.revision
-        );
-    }
-    body
-}
-
-/// Before a working turn: the answer to tell, if any, with the "telling" mark saved first.
-pub fn telling(ctx: &Context, state: &mut WorkState) -> Result<Option<String>> {
-    let Some(tell) = state.tell.as_mut() else {
-        return Ok(None);
-    };
+/// Before a working turn: the answer to tell, if any, marked "telling" (the driver saves the mark
+/// before the turn).
+pub fn telling(state: &mut WorkState) -> Option<String> {
+    let tell = state.tell.as_mut()?;
     tell.telling = true;
-    let prompt = tell.prompt.clone();
-    state.save(&ctx.state_dir())?;
-    Ok(Some(prompt))
+    Some(tell.prompt.clone())
 }
 
 /// After the turn that told it, once its session is saved: told, never again.
@@ -403,60 +283,51 @@ pub fn carry(from: Option<WorkState>, to: &mut WorkState) {
     }
 }
 
-/// A pass's look at every ask: the asks of closed work are let go; open ones are polled (with
-/// backoff); an answer to published work is handed to a pr-fixer turn on its pull request, or let
-/// go if that is closed. The pull requests to work on now.
-pub fn pass(ctx: &Context) -> Result<Vec<Pull>> {
-    let dir = ctx.state_dir();
-    let mut pulls = Vec::new();
-    for mut state in WorkState::with_asks(&dir)? {
-        let Some(key) = WorkKey::from_slug(&state.slug) else {
-            continue;
-        };
-        let number = key.number().expect("a work key");
-        if !ctx.forge.is_open(number)? {
-            let_go(ctx, key, &mut state, &format!("{key} is closed"))?;
-            continue;
-        }
-        poll(ctx, key, &mut state, Due::Backoff)?;
-        let Some(tell) = state.tell.clone() else {
-            continue;
-        };
-        let published = match key {
-            _ if state.phase != Phase::Done => None,
-            WorkKey::Issue(_) => state.pull,
-            _ => Some(number),
-        };
-        match published {
-            Some(pull) if !ctx.forge.is_open(pull)? => {
-                let why = format!("its pull request #{pull} is closed");
-                let_go(ctx, key, &mut state, &why)?;
-            }
-            Some(pull) => {
-                hand_over(ctx, pull, &tell)?;
-                told(&mut state);
-                state.save(&dir)?;
-                pulls.push(ctx.forge.pull(pull)?);
-            }
-            None => {}
-        }
+/// A pass's look at one work's ask: the ask of closed work is let go; an open one is polled (with
+/// backoff); an answer to published work is to be handed to a pr-fixer turn on its pull request
+/// (that pull request's number, once this state is saved: see [`hand_over`]), or let go if that is
+/// closed.
+pub fn look(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<Option<u64>> {
+    let number = key.number().expect("a work key");
+    if !ctx.forge.is_open(number)? {
+        let_go(ctx, key, state, &format!("{key} is closed"));
+        return Ok(None);
     }
-    Ok(pulls)
+    poll(ctx, key, state, Due::Backoff)?;
+    if state.tell.is_none() {
+        return Ok(None);
+    }
+    let published = match key {
+        _ if state.phase != Phase::Done => None,
+        WorkKey::Issue(_) => state.pull,
+        _ => Some(number),
+    };
+    match published {
+        Some(pull) if !ctx.forge.is_open(pull)? => {
+            let why = format!("its pull request #{pull} is closed");
+            let_go(ctx, key, state, &why);
+            Ok(None)
+        }
+        published => Ok(published),
+    }
 }
 
 /// Closed work's open ask and untold answer are dropped, with one line.
-fn let_go(ctx: &Context, key: WorkKey, state: &mut WorkState, why: &str) -> Result<()> {
+fn let_go(ctx: &Context, key: WorkKey, state: &mut WorkState, why: &str) {
     ctx.progress.note(&format!(
         "{key}: let go of the agent's ask and its answer: {why}"
     ));
-    state.ask.take_if(|open| open.settled.is_none());
+    state.ask.take_if(|open| open.reply.is_none());
     told(state);
-    state.save(&ctx.state_dir())
 }
 
-/// Published work's answer becomes the next prompt of a pr-fixer on its pull request: saved in
-/// that work's state (once: its key is looked for) before the ask's own state lets it go.
-fn hand_over(ctx: &Context, pull: u64, tell: &Telling) -> Result<()> {
+/// Published work's answer (`from`'s, saved) becomes the next prompt of a pr-fixer on its pull
+/// request: that work's state with it to save, unless it already has it (its key is looked for);
+/// then `from` lets it go ([`told`]).
+pub fn hand_over(ctx: &Context, pull: u64, from: &WorkState) -> Result<Option<WorkState>> {
+    let Some(tell) = &from.tell else {
+        return Ok(None);
+    };
     let dir = ctx.state_dir();
     let slug = WorkKey::Pull(pull).slug();
     let saved = WorkState::load(&dir, &slug)?;
@@ -464,7 +335,7 @@ fn hand_over(ctx: &Context, pull: u64, tell: &Telling) -> Result<()> {
         s.told.contains(&tell.key) || s.tell.as_ref().is_some_and(|t| t.key == tell.key)
     };
     if saved.as_ref().is_some_and(known) {
-        return Ok(());
+        return Ok(None);
     }
     let mut state = match WorkState::resume(&dir, &slug)? {
         Some(state) => state,
@@ -482,7 +353,7 @@ fn hand_over(ctx: &Context, pull: u64, tell: &Telling) -> Result<()> {
         telling: false,
         ..tell.clone()
     });
-    state.save(&dir)
+    Ok(Some(state))
 }
 
 #[cfg(test)]
@@ -546,6 +417,15 @@ mod tests {
         );
         told(&mut state);
         assert_eq!(state.told, vec!["k".to_string()]);
+    }
+
+    #[test]
+    fn a_reply_that_is_empty_does_not_count() {
+        assert_eq!(
+            decision().read("carol", " \n "),
+            Err("it is empty".to_string())
+        );
+        assert_eq!(decision().read("carol", " 1 ").unwrap().option, Some(1));
     }
 
     /// The agent controls its outbox: only a regular file within the size cap crosses, as bytes.

@@ -10,7 +10,7 @@ use crate::planning;
 use crate::state::{Outcome, WorkState};
 use anyhow::{Context as _, Result};
 use sandcastle_core::claims::{self, Claimed};
-use sandcastle_core::forge::Issue;
+use sandcastle_core::forge::{Issue, Pull};
 use sandcastle_core::role::WorkKey;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -35,7 +35,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     let mut summary = PassSummary::default();
     finish_publishing(ctx, &base, &mut summary)?;
     answered_questions(ctx, &base, &mut summary)?;
-    let answered_asks = outbox::pass(ctx)?;
+    let answered_asks = answered_asks(ctx)?;
     run_parallel(
         ctx,
         answered_asks.iter().map(Piece::Pull).collect(),
@@ -108,9 +108,10 @@ fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Re
 /// answer is looked for (with backoff), its timeout recorded; answered work goes on first. Waiting
 /// work has `needs-info` and a saved `Waiting` phase, so nothing else would take it up again.
 fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> Result<()> {
+    let dir = ctx.state_dir();
     let mut issues = Vec::new();
     let mut pulls = Vec::new();
-    for mut state in WorkState::all_waiting(&ctx.state_dir())? {
+    for mut state in WorkState::all_waiting(&dir)? {
         let Some(key @ (WorkKey::Issue(number) | WorkKey::Pull(number))) =
             WorkKey::from_slug(&state.slug)
         else {
@@ -121,14 +122,27 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
             && !ctx.clarifies
             && crate::clarify::release(ctx, number, &mut state)?
         {
+            state.save(&dir)?;
             issues.push(ctx.forge.issue(number)?);
             continue;
         }
-        match asking::poll(ctx, number, &mut state)? {
-            Poll::Answered => match key {
-                WorkKey::Pull(_) => pulls.push(ctx.forge.pull(number)?),
-                _ => issues.push(ctx.forge.issue(number)?),
-            },
+        let Some(waiting) = state.waiting_mut() else {
+            continue;
+        };
+        let polled = asking::poll(ctx, key, waiting)?;
+        // An answer is saved before anything is done with it: settling removes its file.
+        state.save(&dir)?;
+        match polled {
+            Poll::Answered => {
+                if let Some(waiting) = state.waiting_mut() {
+                    asking::settle(ctx, key, waiting)?;
+                }
+                state.save(&dir)?;
+                match key {
+                    WorkKey::Pull(_) => pulls.push(ctx.forge.pull(number)?),
+                    _ => issues.push(ctx.forge.issue(number)?),
+                }
+            }
             Poll::Pending => {
                 if let Some(line) = crate::clarify::still_waiting(ctx, &state) {
                     ctx.report.set_clarification(&name, &line);
@@ -149,6 +163,31 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
     pieces.extend(pulls.iter().map(Piece::Pull));
     run_parallel(ctx, pieces, base, summary);
     Ok(())
+}
+
+/// A pass's look at every ask (`outbox::look`): the pull requests to work on now, for an answer to
+/// published work handed to a pr-fixer turn. The ask's own state is saved before the answer is
+/// handed over and again after it lets it go, so a kill anywhere hands it over once.
+fn answered_asks(ctx: &Context) -> Result<Vec<Pull>> {
+    let dir = ctx.state_dir();
+    let mut pulls = Vec::new();
+    for mut state in WorkState::with_asks(&dir)? {
+        let Some(key) = WorkKey::from_slug(&state.slug) else {
+            continue;
+        };
+        let handed = outbox::look(ctx, key, &mut state)?;
+        state.save(&dir)?;
+        let Some(pull) = handed else {
+            continue;
+        };
+        if let Some(fixer) = outbox::hand_over(ctx, pull, &state)? {
+            fixer.save(&dir)?;
+        }
+        outbox::told(&mut state);
+        state.save(&dir)?;
+        pulls.push(ctx.forge.pull(pull)?);
+    }
+    Ok(pulls)
 }
 
 /// Works on `piece` under a claim on the forge, or leaves it to the orchestrator that holds it.

@@ -1,12 +1,13 @@
 //! Which issues to work on now: the candidates, and the planner agent's choice among them.
 use crate::context::Context;
+use crate::forge_thread::revision_of;
 use crate::seam::{Sandboxed, Turn};
-use crate::state::{Phase, Revision, WorkState};
+use crate::state::WorkState;
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
 use sandcastle_core::agent::{AgentOutcome, Ending};
 use sandcastle_core::claims;
-use sandcastle_core::forge::{Comment, Issue, Pull};
+use sandcastle_core::forge::{Issue, Pull};
 use sandcastle_core::git::WorkRepo;
 use sandcastle_core::plan::{self, PlanMemo, PlannedIssue, branch_for};
 use sandcastle_core::role::{Role, WorkKey};
@@ -81,7 +82,7 @@ fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
     // Waiting for a person (a clarification or an agent's question), even without `needs-info`.
     if saved
         .as_ref()
-        .is_some_and(|state| state.phase == Phase::Waiting)
+        .is_some_and(|state| state.waiting().is_some())
     {
         ctx.progress.note(&format!(
             "{key}: waits for an answer (`sandcastle questions`)"
@@ -89,23 +90,6 @@ fn is_free(ctx: &Context, key: WorkKey, updated_at: &str) -> Result<bool> {
         return Ok(false);
     }
     Ok(!saved.is_some_and(|state| state.settled_at(&revision)))
-}
-
-/// Where people have taken issue or pull request `number` (see [`Revision`]).
-pub fn revision(ctx: &Context, number: u64) -> Result<Revision> {
-    let updated_at = ctx.forge.updated_at(number)?;
-    Ok(revision_of(
-        &ctx.login,
-        &updated_at,
-        &ctx.forge.comments(number)?,
-    ))
-}
-
-fn revision_of(login: &str, updated_at: &str, comments: &[Comment]) -> Revision {
-    Revision {
-        updated_at: updated_at.to_string(),
-        comments: comments.iter().filter(|c| c.author != login).count() as u64,
-    }
 }
 
 /// The issue a pull request is sandcastle's own work for: opened by `login` from `sandcastle/issue-N`

@@ -6,8 +6,7 @@
 //! fenced as untrusted data, in overrides too.
 pub mod turns;
 
-use crate::outbox::Settled;
-use crate::state::Answer;
+use crate::state::{Answer, Settled};
 use anyhow::{Context, Result, bail};
 use sandcastle_core::ask::Ask;
 use sandcastle_core::forge_text::Fence;

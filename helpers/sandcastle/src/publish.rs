@@ -3,10 +3,11 @@
 //! pull request gets its new commits and one comment. Work given up gets one comment. Every step is
 //! idempotent, so a run stopped half-way publishes the same things again, never twice.
 use crate::context::Context;
+use crate::forge_thread::post_once;
 use crate::green::record;
 use crate::piece::Piece;
 use crate::state::{Trouble, WorkState};
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use sandcastle_core::forge_text::Post;
 use sandcastle_core::git::WorkRepo;
 use sandcastle_core::role::WorkKey;
@@ -285,26 +286,4 @@ pub fn stopped_for_the_run(ctx: &Context, key: WorkKey, why: &str) -> Result<()>
     let body =
         format!("sandcastle stopped work on this for now: {why}. A later run goes on from here.");
     post_once(ctx, number, &marker, &body).map(|_| ())
-}
-
-/// Posts `body` with `marker` on `number`, unless a comment of sandcastle's already carries the
-/// marker: a run stopped right after posting never posts it twice. The comment's id.
-pub fn post_once(ctx: &Context, number: u64, marker: &str, body: &str) -> Result<i64> {
-    let posted = ctx
-        .forge
-        .comments(number)?
-        .into_iter()
-        .find(|c| c.author == ctx.login && c.body.contains(marker));
-    match posted {
-        Some(comment) => Ok(comment.id),
-        None => ctx
-            .forge
-            .comment(number, &signed(ctx, body, marker))
-            .context("cannot comment on the forge"),
-    }
-}
-
-/// `body` defused and signed by this orchestrator, with sandcastle's `marker` last.
-pub fn signed(ctx: &Context, body: &str, marker: &str) -> Post {
-    Post::new(&format!("{body}\n\n— sandcastle `{}`", ctx.id)).marked(marker)
 }

@@ -1,17 +1,20 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
-use crate::clarify::Clarification;
-use crate::outbox::{OpenAsk, Telling};
+mod clarification;
+mod conversation;
+
+pub use clarification::{Clarification, Round};
+pub use conversation::{Answer, Channel, Conversation, OpenAsk, Settled, Telling, Waiting};
+
 use anyhow::{Context as _, Result};
-use sandcastle_config::Handler;
 use sandcastle_core::agent::SavedSession;
 use sandcastle_core::forge::CommitStatus;
-use sandcastle_core::questions::{Questions, Reply};
 use sandcastle_core::role::Role;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// Before an issue's first turn: the assessor judges whether it says enough (`clarify.rs`).
@@ -22,13 +25,28 @@ pub enum Phase {
     Review,
     /// The orchestrator pushes and updates the forge.
     Publish,
-    /// The working agent, or the clarification before it, asked a person (`waiting`); its container
-    /// is gone until the answer comes.
-    Waiting,
+    /// The working agent, or the clarification before it, asked a person this question; its
+    /// container is gone until the answer comes.
+    Waiting(Box<Waiting>),
     /// Published.
     Done,
     /// No completion within `maxIterations`; the forge has been told (`told_forge`).
     GaveUp,
+}
+
+impl std::fmt::Display for Phase {
+    /// The phase's name (`Waiting`, not its question): in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Clarify => "Clarify",
+            Phase::Work => "Work",
+            Phase::Review => "Review",
+            Phase::Publish => "Publish",
+            Phase::Waiting(_) => "Waiting",
+            Phase::Done => "Done",
+            Phase::GaveUp => "GaveUp",
+        })
+    }
 }
 
 /// How far people have moved an issue or pull request: when it last changed, and how many of its
@@ -37,76 +55,6 @@ pub enum Phase {
 pub struct Revision {
     pub updated_at: String,
     pub comments: u64,
-}
-
-/// A question an agent asked, waiting for its answer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Waiting {
-    /// Marks the forge comment that asks it, so a resumed run never posts it twice.
-    pub id: String,
-    pub questions: Questions,
-    pub asked_at: jiff::Timestamp,
-    /// Where it was asked: the `[questions] handlers` that could reach a person in the runs that
-    /// asked it (`asking::reachable`). `sandcastle answer` can answer it besides.
-    pub channels: Vec<Channel>,
-    /// The forge comment asking it, once posted.
-    pub comment: Option<i64>,
-    /// Reads of the issue's comments so far, and when the next one is due.
-    pub polls: u32,
-    pub next_poll: jiff::Timestamp,
-    /// Replies that did not count (not a writer, or not an answer), each said once.
-    pub ignored: Vec<i64>,
-    /// The timeout was recorded and said on the issue.
-    pub timed_out: bool,
-    /// The first valid answer, saved before it is delivered.
-    pub answer: Option<Answer>,
-}
-
-/// Where a question was asked or answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Channel {
-    /// A comment on the issue.
-    Forge,
-    /// `sandcastle answer` on the maintainer's machine.
-    CommandLine,
-    /// A prompt on the terminal `sandcastle run` is attached to.
-    Terminal,
-    /// `[questions] command`.
-    Command,
-}
-
-impl From<Handler> for Channel {
-    fn from(handler: Handler) -> Channel {
-        match handler {
-            Handler::Terminal => Channel::Terminal,
-            Handler::Forge => Channel::Forge,
-            Handler::Command => Channel::Command,
-        }
-    }
-}
-
-impl std::fmt::Display for Channel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Channel::Forge => "the forge",
-            Channel::CommandLine => "the command line (`sandcastle answer`)",
-            Channel::Terminal => "the terminal of `sandcastle run`",
-            Channel::Command => "the question command (`[questions] command`)",
-        })
-    }
-}
-
-/// Who answered, through which channel, when, and what.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Answer {
-    pub by: String,
-    pub channel: Channel,
-    pub at: jiff::Timestamp,
-    /// One per question, in order.
-    pub replies: Vec<Reply>,
 }
 
 /// The reviewer's last word: approved (the completion signal) or not, with its summary or findings.
@@ -169,9 +117,6 @@ pub struct WorkState {
     /// the work.
     #[serde(default)]
     pub bad_questions: u32,
-    /// The question waiting for its answer (phase `Waiting`).
-    #[serde(default)]
-    pub waiting: Option<Waiting>,
     /// What clarifying the issue before work came to (issues only).
     #[serde(default)]
     pub clarification: Option<Clarification>,
@@ -238,7 +183,6 @@ impl WorkState {
             iterations: 0,
             question_turns: 0,
             bad_questions: 0,
-            waiting: None,
             clarification: None,
             ask: None,
             tell: None,
@@ -280,12 +224,15 @@ impl WorkState {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
-        let state = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is not a sandcastle state file: delete it to start that work afresh",
-                path.display()
-            )
-        })?;
+        let state = serde_json::from_str(&text)
+            .map(upgrade)
+            .and_then(serde_json::from_value)
+            .with_context(|| {
+                format!(
+                    "{} is not a sandcastle state file: delete it to start that work afresh",
+                    path.display()
+                )
+            })?;
         Ok(Some(state))
     }
 
@@ -322,13 +269,28 @@ impl WorkState {
 
     /// Every saved state waiting for an answer.
     pub fn all_waiting(dir: &Path) -> Result<Vec<WorkState>> {
-        Self::all_where(dir, |state| state.phase == Phase::Waiting)
+        Self::all_where(dir, |state| state.waiting().is_some())
+    }
+
+    /// The question the work waits for, in phase `Waiting`.
+    pub fn waiting(&self) -> Option<&Waiting> {
+        match &self.phase {
+            Phase::Waiting(waiting) => Some(waiting),
+            _ => None,
+        }
+    }
+
+    pub fn waiting_mut(&mut self) -> Option<&mut Waiting> {
+        match &mut self.phase {
+            Phase::Waiting(waiting) => Some(waiting),
+            _ => None,
+        }
     }
 
     /// Every saved state with an ask that is open or an answer not yet told.
     pub fn with_asks(dir: &Path) -> Result<Vec<WorkState>> {
         Self::all_where(dir, |state| {
-            state.tell.is_some() || state.ask.as_ref().is_some_and(|a| a.settled.is_none())
+            state.tell.is_some() || state.ask.as_ref().is_some_and(|a| a.reply.is_none())
         })
     }
 
@@ -374,6 +336,25 @@ impl WorkState {
     }
 }
 
+/// A state file of an earlier version in today's shape: its waiting question was a `waiting` field
+/// beside `"phase": "waiting"` (now the phase carries it), whose replies counted after its comment
+/// (now `after` says so). A `waiting` phase without its question stays unreadable.
+fn upgrade(mut state: Value) -> Value {
+    let Some(fields) = state.as_object_mut() else {
+        return state;
+    };
+    let waiting = fields.remove("waiting").filter(|w| !w.is_null());
+    if let (Some(mut waiting), Some("waiting")) =
+        (waiting, fields.get("phase").and_then(Value::as_str))
+    {
+        if waiting.get("after").is_none() {
+            waiting["after"] = waiting["comment"].as_i64().unwrap_or(0).into();
+        }
+        fields.insert("phase".into(), serde_json::json!({ "waiting": waiting }));
+    }
+    state
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +398,84 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("delete it"), "{err}");
+    }
+
+    /// A state file the previous version wrote: the waiting question beside `"phase": "waiting"`,
+    /// the ask's `takenAt` and `settled`.
+    const OLD_STATE: &str = r#"{
+      "slug": "issue-1", "branch": "sandcastle/issue-1", "phase": "waiting", "iterations": 1,
+      "questionTurns": 1, "badQuestions": 0,
+      "waiting": {
+        "id": "q1",
+        "questions": {"title": "Driver?", "prose": "", "items": [
+          {"title": "Which?", "prose": "", "options": [{"title": "pg", "prose": ""}]}]},
+        "askedAt": "2026-01-01T00:00:00Z", "channels": ["forge"], "comment": 7, "polls": 2,
+        "nextPoll": "2026-01-01T00:20:00Z", "ignored": [8], "timedOut": false, "answer": null
+      },
+      "clarification": null,
+      "ask": {
+        "id": "a1",
+        "ask": {"key": "issue:1", "revision": 2, "kind": "decision", "title": "Port?",
+                "details": "", "options": [], "recommended": null},
+        "takenAt": "2026-01-01T00:00:00Z", "comment": 9, "after": 10, "polls": 1,
+        "nextPoll": "2026-01-01T00:05:00Z", "ignored": [],
+        "settled": {"by": "carol", "at": "2026-01-01T00:01:00Z", "closed": false,
+                    "option": null, "text": "8080"},
+        "marked": true
+      },
+      "tell": null, "told": [], "refusedAsk": null, "lastSummary": "", "sessions": [],
+      "nudge": null, "gateRuns": 0, "gatePassed": null, "gateCommit": null, "reviewRounds": 0,
+      "verdict": null, "costUsd": 0.5, "settled": null, "stoppedBy": null,
+      "startCommit": "abc", "attempt": "r1", "pull": null, "toldForge": false, "green": null
+    }"#;
+
+    #[test]
+    fn a_state_file_of_the_previous_version_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("issue-1.json"), OLD_STATE).unwrap();
+        let state = WorkState::resume(dir.path(), "issue-1").unwrap().unwrap();
+        let waiting = state.waiting().expect("the phase carries its question");
+        let question = &waiting.conversation;
+        assert_eq!(
+            (question.id.as_str(), question.subject.title.as_str()),
+            ("q1", "Driver?")
+        );
+        assert_eq!(
+            (
+                question.comment,
+                question.after,
+                question.polls,
+                question.reply.is_none()
+            ),
+            (Some(7), 7, 2, true),
+            "replies count after the question's comment, as they did"
+        );
+        assert_eq!(waiting.channels, [Channel::Forge]);
+        let ask = state.ask.as_ref().unwrap();
+        assert_eq!((ask.subject.revision, ask.after, ask.marked), (2, 10, true));
+        assert_eq!(ask.asked_at, "2026-01-01T00:00:00Z".parse().unwrap());
+        assert_eq!(ask.reply.as_ref().unwrap().text, "8080");
+        assert_eq!(WorkState::all_waiting(dir.path()).unwrap().len(), 1);
+        assert_eq!(
+            WorkState::with_asks(dir.path()).unwrap().len(),
+            0,
+            "settled"
+        );
+
+        // Saved again in today's shape, it reads back the same.
+        state.save(dir.path()).unwrap();
+        let again = WorkState::load(dir.path(), "issue-1").unwrap().unwrap();
+        assert_eq!(again.phase, state.phase);
+    }
+
+    /// A waiting phase without its question was a runtime error of the driver; now the file does not load.
+    #[test]
+    fn a_waiting_phase_without_its_question_does_not_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = OLD_STATE.replacen("\"waiting\": {", "\"unused\": {", 1);
+        std::fs::write(dir.path().join("issue-1.json"), old).unwrap();
+        let err = WorkState::load(dir.path(), "issue-1").unwrap_err();
+        assert!(format!("{err:#}").contains("delete it"), "{err:#}");
     }
 }
 

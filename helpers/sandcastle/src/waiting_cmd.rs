@@ -1,7 +1,7 @@
 //! `sandcastle questions` and `sandcastle answer`: what waits for a person, and an answer from any
 //! terminal on the maintainer's machine. Both read the saved state only; a run takes the answer up.
 use crate::asking;
-use crate::state::{Channel, Phase, WorkState};
+use crate::state::{Channel, WorkState};
 use anyhow::{Result, bail};
 use sandcastle_core::role::WorkKey;
 use std::path::Path;
@@ -26,13 +26,13 @@ pub fn list(project: &Path) -> Result<ExitCode> {
         humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
     };
     for state in &waiting {
-        let Some(question) = &state.waiting else {
+        let Some(question) = state.waiting() else {
             continue;
         };
         let Some(number) = WorkKey::from_slug(&state.slug).and_then(WorkKey::number) else {
             continue;
         };
-        let age = age(question.asked_at);
+        let age = age(question.conversation.asked_at);
         let channels: Vec<String> = question.channels.iter().map(|c| c.to_string()).collect();
         let through = match channels.is_empty() {
             true => "through no handler".to_string(),
@@ -52,14 +52,14 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             })
             .collect();
         answer_with.push(format!("`sandcastle answer {number} <text>`"));
-        let answered = match &question.answer {
+        let answered = match &question.conversation.reply {
             Some(answer) => format!("; answered by {}, not yet delivered", answer.by),
             None if question.timed_out => "; timed out".to_string(),
             None => String::new(),
         };
         println!(
             "#{number} {:?}: asked {age} ago {through}{answered}; answer with {}",
-            question.questions.title,
+            question.conversation.subject.title,
             answer_with.join(" or ")
         );
     }
@@ -73,7 +73,7 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             (Some(open), None) => format!(
                 "asked {} ago, the agent works on; answer with a comment on {}/{}/issues/{number} \
                  (or reply `close`)",
-                age(open.taken_at),
+                age(open.asked_at),
                 settings.config.forge_url,
                 settings.config.repo
             ),
@@ -82,9 +82,9 @@ pub fn list(project: &Path) -> Result<ExitCode> {
         let what = state.ask.as_ref().map_or(String::new(), |open| {
             format!(
                 " ({}, revision {}) {:?}",
-                open.ask.kind.name(),
-                open.ask.revision,
-                open.ask.title
+                open.subject.kind.name(),
+                open.subject.revision,
+                open.subject.title
             )
         });
         println!("{key} ask{what}: {line}");
@@ -100,16 +100,15 @@ pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
     let mut waiting_states = Vec::new();
     for key in [WorkKey::Issue(number), WorkKey::Pull(number)] {
         waiting_states.extend(
-            WorkState::load(&state_dir(project), &key.slug())?
-                .filter(|s| s.phase == Phase::Waiting),
+            WorkState::load(&state_dir(project), &key.slug())?.filter(|s| s.waiting().is_some()),
         );
     }
-    let Some(waiting) = waiting_states.first().and_then(|s| s.waiting.as_ref()) else {
+    let Some(waiting) = waiting_states.first().and_then(WorkState::waiting) else {
         bail!(
             "issue #{number} has no question waiting: `sandcastle questions` lists those that do"
         );
     };
-    if waiting.answer.is_some() {
+    if waiting.conversation.reply.is_some() {
         bail!("issue #{number}'s question is already answered; the next pass delivers the answer");
     }
     match asking::answer_locally(project, waiting, number, text)? {

@@ -2,7 +2,7 @@
 //! atomically and never replaced, so the first answer wins, and keyed by the question's id, so a
 //! late answer can never answer a later question. The run takes it up into the issue's state,
 //! which is saved before the answer is delivered.
-use crate::state::{Answer, Phase, WorkState};
+use crate::state::{Answer, WorkState};
 use anyhow::{Context as _, Result};
 use std::path::{Path, PathBuf};
 
@@ -18,15 +18,14 @@ pub fn still_open(project: &Path, number: u64, id: &str) -> Result<Result<(), St
     let state = WorkState::load(&state_dir, &format!("issue-{number}"))?;
     let waiting = state
         .as_ref()
-        .filter(|s| s.phase == Phase::Waiting)
-        .and_then(|s| s.waiting.as_ref())
-        .filter(|w| w.id == id);
+        .and_then(WorkState::waiting)
+        .filter(|w| w.conversation.id == id);
     let Some(waiting) = waiting else {
         return Ok(Err(format!(
             "issue #{number} no longer waits for that question"
         )));
     };
-    let earlier = match &waiting.answer {
+    let earlier = match &waiting.conversation.reply {
         Some(answer) => Some(answer.clone()),
         None => take(project, id)?,
     };
@@ -107,33 +106,27 @@ pub fn local_user() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Channel, Waiting};
+    use crate::state::{Channel, Phase, Waiting};
     use sandcastle_core::questions::{Question, Questions, Reply};
 
     fn waiting_state(project: &Path, id: &str) {
         let mut state = WorkState::new("issue-3", "sandcastle/issue-3", "a1");
-        state.phase = Phase::Waiting;
-        let now = jiff::Timestamp::now();
-        state.waiting = Some(Waiting {
-            id: id.into(),
-            questions: Questions {
-                title: "t".into(),
+        let questions = Questions {
+            title: "t".into(),
+            prose: String::new(),
+            items: vec![Question {
+                title: "q".into(),
                 prose: String::new(),
-                items: vec![Question {
-                    title: "q".into(),
-                    prose: String::new(),
-                    options: Vec::new(),
-                }],
-            },
-            asked_at: now,
+                options: Vec::new(),
+            }],
+        };
+        let mut conversation = crate::conversation::start(questions, &[]);
+        conversation.id = id.into();
+        state.phase = Phase::Waiting(Box::new(Waiting {
+            conversation,
             channels: vec![Channel::Forge],
-            comment: None,
-            polls: 0,
-            next_poll: now,
-            ignored: Vec::new(),
             timed_out: false,
-            answer: None,
-        });
+        }));
         state.save(&project.join(".sandcastle/logs/state")).unwrap();
     }
 

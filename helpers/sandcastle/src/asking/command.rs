@@ -87,15 +87,15 @@ pub fn request<'a>(
     waiting: &'a Waiting,
     timeout: Duration,
 ) -> Request<'a> {
-    let questions = &waiting.questions;
+    let questions = &waiting.conversation.subject;
     Request {
         version: VERSION,
-        id: &waiting.id,
+        id: &waiting.conversation.id,
         repo,
         issue: number,
         url,
-        asked_at: waiting.asked_at,
-        answer_by: waiting.asked_at
+        asked_at: waiting.conversation.asked_at,
+        answer_by: waiting.conversation.asked_at
             + jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX),
         title: &questions.title,
         prose: &questions.prose,
@@ -188,7 +188,7 @@ pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
         serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, waiting, timeout))
             .expect("the request serialises");
     let left = Timestamp::now().duration_until(
-        waiting.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
+        waiting.conversation.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
     );
     let Ok(left) = Duration::try_from(left) else {
         return;
@@ -199,7 +199,10 @@ pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
         ctx.handlers.arrived.clone(),
         ctx.handlers.children.clone(),
     );
-    let (id, questions) = (waiting.id.clone(), waiting.questions.clone());
+    let (id, questions) = (
+        waiting.conversation.id.clone(),
+        waiting.conversation.subject.clone(),
+    );
     std::thread::spawn(move || {
         let outcome = run(&argv, &project, input, left, &children).and_then(|stdout| {
             let (by, replies) = read_response(&questions, &stdout)?;

@@ -47,8 +47,8 @@ impl Terminal {
         });
         let _ = sender.send(Asked {
             number,
-            id: waiting.id.clone(),
-            questions: waiting.questions.clone(),
+            id: waiting.conversation.id.clone(),
+            questions: waiting.conversation.subject.clone(),
         });
     }
 }

@@ -572,7 +572,7 @@ fn a_stopped_run_resumes_the_saved_session_from_the_saved_state() {
     let saved = WorkState::resume(&w.ctx.state_dir(), &piece.key().slug())
         .unwrap()
         .unwrap();
-    assert_eq!((saved.iterations, saved.phase), (1, Phase::Work));
+    assert_eq!((saved.iterations, &saved.phase), (1, &Phase::Work));
     assert_eq!(
         saved
             .session(Role::Implementer)
@@ -689,7 +689,7 @@ const ASSESSOR: &str = "55555555-5555-4555-8555-555555555555";
 /// approves; what was asked of the sandbox.
 fn drive_clarifying(
     w: &World,
-    clarification: Option<crate::clarify::Clarification>,
+    clarification: Option<crate::state::Clarification>,
     assessment: &'static str,
     summary: &'static str,
 ) -> Vec<Asked> {
@@ -745,8 +745,8 @@ fn a_complete_issue_hands_the_assessments_session_to_the_implementers_first_turn
 #[test]
 fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_and_assumptions() {
     let w = world("[clarify]\nmaxRounds = 1\n");
-    let answered = crate::clarify::Clarification {
-        rounds: vec![crate::clarify::Round {
+    let answered = crate::state::Clarification {
+        rounds: vec![crate::state::Round {
             question: "Which output?".into(),
             answer: Some(crate::state::Answer {
                 by: "carol".into(),
@@ -912,4 +912,48 @@ fn a_green_round_given_up_puts_ready_for_human_back() {
     assert_eq!(comments.len(), 1, "{comments:?}");
     assert!(comments[0].body.contains("Still merging."), "{comments:?}");
     assert_eq!(w.forge.pulls(REPO)[0].labels, ["ready-for-human"]);
+}
+
+/// Only the driver saves: the question's comment is posted, then the state is saved. A run killed
+/// in between (here: the saved question loses its comment) finds the comment again by its marker
+/// when it asks again, and never posts it twice.
+#[test]
+fn a_question_posted_before_a_kill_is_found_by_its_marker_not_posted_twice() {
+    let w = world("[questions]\n");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let asks: &'static str = Box::leak(
+        format!(
+            "I need a decision.\n<questions issueNumber=\"{}\"><title>Driver</title>\
+             <question><title>Which driver?</title></question></questions>",
+            issue.number
+        )
+        .into_boxed_str(),
+    );
+    let (repo, mut state) = start(&w, &piece);
+    state.phase = Phase::Work;
+    let mut script = Script::new(&repo, vec![says(Ending::Stopped, asks, None)], vec![]);
+    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+    assert_eq!(outcome, Outcome::Waiting);
+    let comments = || w.forge.comments(REPO, issue.number);
+    assert_eq!(comments().len(), 1, "{:?}", comments());
+    let posted = comments()[0].id;
+    let saved = WorkState::load(&w.ctx.state_dir(), &state.slug)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        saved.waiting().unwrap().conversation.comment,
+        Some(posted),
+        "the driver saved the question with its comment before it returned"
+    );
+
+    let mut killed = saved;
+    let question = &mut killed.waiting_mut().unwrap().conversation;
+    (question.comment, question.after) = (None, 0);
+    let mut script = Script::new(&repo, vec![], vec![]);
+    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut killed, &mut script).unwrap();
+    assert_eq!(outcome, Outcome::Waiting);
+    assert_eq!(comments().len(), 1, "not posted twice: {:?}", comments());
+    let question = &killed.waiting().unwrap().conversation;
+    assert_eq!((question.comment, question.after), (Some(posted), posted));
 }

@@ -253,8 +253,8 @@ fn an_ask_through_the_mcp_tool_is_published_like_the_commands() {
     assert_eq!(asks.len(), 1, "{:?}", h.comments_of(issue));
     shows_the_decision(&asks[0]);
     let saved = state(&h, "issue-1");
-    assert_eq!(saved["ask"]["ask"]["key"], "issue:1");
-    assert_eq!(saved["ask"]["ask"]["revision"], 1);
+    assert_eq!(saved["ask"]["subject"]["key"], "issue:1");
+    assert_eq!(saved["ask"]["subject"]["revision"], 1);
     assert_eq!(h.pulls().len(), 1, "the agent went on to its pull request");
 }
 
@@ -295,7 +295,7 @@ fn a_second_ask_replaces_the_first_in_the_same_comment() {
     assert!(asks[0].contains("Please add a database password to the CI secrets"));
     assert!(asks[0].contains("_Revision 2: it replaces the agent's earlier ask._"));
     assert!(!asks[0].contains("Which driver?"), "{}", asks[0]);
-    assert_eq!(state(&h, "issue-1")["ask"]["ask"]["revision"], 2);
+    assert_eq!(state(&h, "issue-1")["ask"]["subject"]["revision"], 2);
 }
 
 /// (c) Killed after the answer is saved, in the turn that tells it: after the restart the answer is

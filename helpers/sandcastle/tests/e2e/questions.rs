@@ -111,8 +111,8 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
         );
     }
     let state = saved_state(&h);
-    assert_eq!(state["phase"], "waiting");
-    assert_eq!(state["waiting"]["channels"], json!(["forge"]));
+    // The waiting phase carries its question.
+    assert_eq!(state["phase"]["waiting"]["channels"], json!(["forge"]));
     let listed = h.sandcastle(&["questions"]);
     assert!(
         String::from_utf8_lossy(&listed.stdout).contains("#1 \"Database driver choice\": asked"),
@@ -549,9 +549,12 @@ fn the_question_command_answers_and_the_work_goes_on() {
     let request: Value =
         serde_json::from_slice(&std::fs::read(here.join("request.json")).unwrap()).unwrap();
     let state = saved_state(&h);
-    assert_eq!(state["waiting"]["channels"], json!(["command", "forge"]));
+    assert_eq!(
+        state["phase"]["waiting"]["channels"],
+        json!(["command", "forge"])
+    );
     assert_eq!(request["version"], 1);
-    assert_eq!(request["id"], state["waiting"]["id"]);
+    assert_eq!(request["id"], state["phase"]["waiting"]["id"]);
     assert_eq!(request["issue"], issue);
     assert_eq!(request["title"], "Database driver choice");
     assert_eq!(
@@ -711,7 +714,7 @@ fn the_terminal_prompt_answers_and_the_work_goes_on() {
         ),
         "{skipped:?}"
     );
-    let channels = || saved_state(&h)["waiting"]["channels"].clone();
+    let channels = || saved_state(&h)["phase"]["waiting"]["channels"].clone();
     assert_eq!(channels(), json!(["forge"]));
 
     let unset: Vec<String> = [

@@ -115,17 +115,13 @@ fn every_bad_response_says_what_is_wrong() {
 
 #[test]
 fn the_request_numbers_questions_and_options_and_carries_the_id() {
+    let mut conversation = crate::conversation::start(questions(), &[]);
+    conversation.id = "q1".into();
+    conversation.asked_at = "2026-12-03T00:00:00Z".parse().unwrap();
     let waiting = Waiting {
-        id: "q1".into(),
-        questions: questions(),
-        asked_at: "2026-12-03T00:00:00Z".parse().unwrap(),
+        conversation,
         channels: vec![Channel::Command],
-        comment: None,
-        polls: 0,
-        next_poll: "2026-12-03T00:00:00Z".parse().unwrap(),
-        ignored: Vec::new(),
         timed_out: false,
-        answer: None,
     };
     let json = serde_json::to_value(request(
         "alice/demo",
