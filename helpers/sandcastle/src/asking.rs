@@ -18,6 +18,7 @@ mod terminal;
 use crate::context::Context;
 use crate::conversation::{self, Due};
 use crate::forge_thread::post_once;
+use crate::handlers::SINGLE_PASS;
 use crate::report::Asked;
 use crate::state::{Answer, Channel, Phase, Waiting};
 use anyhow::Result;
@@ -25,11 +26,7 @@ use jiff::Timestamp;
 pub use sandcastle_config::Handler;
 use sandcastle_core::questions::{self, Questions, Reply};
 use sandcastle_core::role::WorkKey;
-use std::collections::HashSet;
-use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// What a look at a waiting question found.
 #[derive(Debug, PartialEq)]
@@ -39,74 +36,6 @@ pub enum Poll {
     Pending,
     /// The timeout passed just now: recorded and said once.
     TimedOut,
-}
-
-/// The run's side of the handlers: whether a terminal prompt can be used, which questions this
-/// run has put to them, and whether an answer came in from a handler's thread.
-pub struct Handlers {
-    /// `run --once` or `run --issue`: the run ends after one pass.
-    single_pass: bool,
-    terminal: Result<terminal::Terminal, &'static str>,
-    asked: Mutex<HashSet<String>>,
-    arrived: Arc<AtomicBool>,
-    children: command::Children,
-}
-
-impl Handlers {
-    /// For a command that asks nobody (`plan`, `doctor`, tests).
-    pub fn detached() -> Handlers {
-        Handlers::with_terminal(true, Err("this command asks nobody"))
-    }
-
-    /// For `sandcastle run`: a terminal prompt only when it waits for people and has a terminal
-    /// to ask on.
-    pub fn for_run(single_pass: bool) -> Handlers {
-        let terminal = if single_pass {
-            Err(SINGLE_PASS)
-        } else if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-            Err("`sandcastle run` is not attached to a terminal")
-        } else {
-            Ok(terminal::Terminal::default())
-        };
-        Handlers::with_terminal(single_pass, terminal)
-    }
-
-    fn with_terminal(
-        single_pass: bool,
-        terminal: Result<terminal::Terminal, &'static str>,
-    ) -> Handlers {
-        Handlers {
-            terminal,
-            single_pass,
-            asked: Mutex::new(HashSet::new()),
-            arrived: Arc::new(AtomicBool::new(false)),
-            children: command::Children::default(),
-        }
-    }
-
-    /// A stopped run ends the question commands it started.
-    pub fn stop(&self) {
-        command::stop(&self.children);
-    }
-
-    /// Whether an answer came in since the last look (the loop's wait ends early for it).
-    pub fn answer_arrived(&self) -> bool {
-        self.arrived.swap(false, Ordering::SeqCst)
-    }
-
-    fn asked_in_this_run(&self, id: &str) -> bool {
-        self.asked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(id)
-    }
-
-    fn mark_asked(&self, id: &str) {
-        self.asked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string());
-    }
 }
 
 /// The configured handlers that can reach a person in this run, in the configured order. Empty:
@@ -120,8 +49,6 @@ pub fn reachable(ctx: &Context) -> Vec<Handler> {
         .filter(|handler| unreachable(ctx, *handler).is_none())
         .collect()
 }
-
-const SINGLE_PASS: &str = "`run --once` and `run --issue` never wait for a person";
 
 /// Why `handler` cannot reach a person in this run. The terminal and the command wait for a
 /// person while the run goes on, so only a looping run has them.

@@ -1,5 +1,5 @@
 //! Everything a run resolves once at start and shares with every lane.
-use crate::asking::Handlers;
+use crate::handlers::Handlers;
 use crate::prompts;
 use crate::report::Report;
 use anyhow::{Context as _, Result, bail};

@@ -3,6 +3,7 @@
 use crate::asking;
 use crate::context::{Context, Settings};
 use crate::green::{self, Due};
+use crate::handlers::Handlers;
 use crate::pass::{PassSummary, run_pass};
 use crate::planning;
 use anyhow::{Result, anyhow};
@@ -29,7 +30,7 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
     let _lock = RunLock::acquire(&project.join(".sandcastle/logs/run.lock"))?;
     let single_pass = once || only_issue.is_some();
     let mut ctx = start(settings)?;
-    ctx.handlers = asking::Handlers::for_run(single_pass);
+    ctx.handlers = Handlers::for_run(single_pass);
     asking::say_skipped(&ctx);
     ctx.clarifies &= !yes;
     let ctx = Arc::new(ctx);

@@ -6,6 +6,7 @@
 //! pass (`questions::checked`). The shapes are versioned (`"version": 1`) and in the README.
 use super::answers;
 use crate::context::{Context, HOST_ONLY_KEYS};
+use crate::handlers::Children;
 use crate::state::{Answer, Channel, Waiting};
 use jiff::Timestamp;
 use sandcastle_core::deadline::Watchdog;
@@ -16,7 +17,6 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const VERSION: u32 = 1;
@@ -297,18 +297,6 @@ fn run(
         return Err(format!("`{program}` exited with {status}: {last}"));
     }
     Ok(stdout)
-}
-
-/// The process ids (and groups) of the question commands running now.
-pub type Children = Arc<Mutex<Vec<u32>>>;
-
-/// Ends every question command still running (a stopped run).
-pub fn stop(children: &Children) {
-    for pid in children.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-        if let Some(group) = rustix::process::Pid::from_raw(pid as i32) {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -4,35 +4,23 @@
 //! path every answer takes. Agent text is shown redacted, its control characters escaped.
 use super::answers;
 use crate::context::Context;
+use crate::handlers::{Queued, Terminal};
 use crate::state::{Answer, Channel, Waiting};
 use dialoguer::console::Term;
 use dialoguer::{Input, Select};
 use jiff::Timestamp;
 use sandcastle_core::progress::Progress;
-use sandcastle_core::questions::{self, Questions, Reply};
+use sandcastle_core::questions::{self, Reply};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Mutex};
-
-/// The prompt thread's queue, started with the first question.
-#[derive(Default)]
-pub struct Terminal {
-    queue: Mutex<Option<Sender<Asked>>>,
-}
-
-/// One question for the prompt.
-struct Asked {
-    number: u64,
-    id: String,
-    questions: Questions,
-}
+use std::sync::mpsc::channel;
 
 impl Terminal {
     pub fn ask(&self, ctx: &Context, number: u64, waiting: &Waiting) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let sender = queue.get_or_insert_with(|| {
-            let (sender, asked) = channel::<Asked>();
+            let (sender, asked) = channel::<Queued>();
             let desk = Desk {
                 project: ctx.project.clone(),
                 progress: ctx.progress.clone(),
@@ -45,7 +33,7 @@ impl Terminal {
             });
             sender
         });
-        let _ = sender.send(Asked {
+        let _ = sender.send(Queued {
             number,
             id: waiting.conversation.id.clone(),
             questions: waiting.conversation.subject.clone(),
@@ -61,7 +49,7 @@ struct Desk {
 }
 
 impl Desk {
-    fn serve(&self, asked: &Asked) {
+    fn serve(&self, asked: &Queued) {
         let number = asked.number;
         // Answered elsewhere while it waited in the queue: nothing to ask.
         if !matches!(
@@ -113,7 +101,7 @@ impl Desk {
 }
 
 /// The questions, one by one: `None` when the person leaves the prompt (Esc).
-fn prompt(progress: &Progress, asked: &Asked) -> std::io::Result<Option<Vec<Reply>>> {
+fn prompt(progress: &Progress, asked: &Queued) -> std::io::Result<Option<Vec<Reply>>> {
     let term = Term::stderr();
     let show = |text: &str| progress.printable(text);
     let questions = &asked.questions;
