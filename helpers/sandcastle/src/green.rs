@@ -1,6 +1,6 @@
 //! Pull requests that keep themselves green: which of sandcastle's own `ready-for-human` pull
 //! requests a failing CI status or a merge conflict sends back to the pr-fixer, and each one's
-//! saved record (`green/record.rs`): the head sandcastle last pushed, the rounds spent, whom it
+//! saved record (`green_record.rs`): the head sandcastle last pushed, the rounds spent, whom it
 //! asked. A round in progress is the pull request's saved work
 //! (`WorkState::green`), so it resumes, and finishes publishing, like any work.
 //!
@@ -8,15 +8,14 @@
 //! person who pushed after the failure owns it. A `pending` status is waited for. Each head gets at
 //! most one round, and each pull request at most `[autopilot] ciRounds` and `conflictRounds`;
 //! past them, one comment asks a person.
-pub mod record;
 
 use crate::context::Context;
 use crate::forge_thread::post_once;
+use crate::green_record::{Record, in_progress};
 use crate::piece::Piece;
 use crate::planning::own_issue;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Result, bail};
-use record::{Record, in_progress};
 use sandcastle_core::forge::Pull;
 use sandcastle_core::git::WorkRepo;
 use sandcastle_core::role::WorkKey;

@@ -9,6 +9,7 @@ mod doctor;
 mod driver;
 mod forge_thread;
 mod green;
+mod green_record;
 mod handlers;
 mod outbox;
 mod pass;

@@ -4,7 +4,7 @@
 //! idempotent, so a run stopped half-way publishes the same things again, never twice.
 use crate::context::Context;
 use crate::forge_thread::post_once;
-use crate::green::record;
+use crate::green_record;
 use crate::piece::Piece;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Result, bail};
@@ -62,14 +62,14 @@ pub fn publish(
             let pull = ctx
                 .forge
                 .open_pull(&ctx.login, &repo.branch, base, &title, &body)?;
-            record::pushed(ctx, pull.number, &tip)?;
+            green_record::pushed(ctx, pull.number, &tip)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
             ctx.forge.remove_label(issue.number, "ready-for-agent")?;
             pull.number
         }
         Piece::Pull(pull) => {
-            record::pushed(ctx, pull.number, &tip)?;
+            green_record::pushed(ctx, pull.number, &tip)?;
             let body = rework_comment(ctx, pull.number, repo, &start, state, &host_run)?;
             let marker = format!("<!-- sandcastle:rework {} -->", state.attempt);
             post_once(ctx, pull.number, &marker, &body)?;
@@ -78,7 +78,7 @@ pub fn publish(
             pull.number
         }
         Piece::Green(pull, trouble) => {
-            record::pushed(ctx, pull.number, &tip)?;
+            green_record::pushed(ctx, pull.number, &tip)?;
             let body = green_comment(ctx, trouble, repo, &start, state, &host_run)?;
             // One comment per round: a round starts from its own head.
             let marker = format!("<!-- sandcastle:green {start} -->");
