@@ -878,3 +878,43 @@ fn value_kind(value: &Value) -> &'static str {
         Value::InlineTable(_) => "a table",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{KEYS, SECTIONS};
+
+    /// A row naming a table that is not one of the sections would never be read.
+    #[test]
+    fn every_row_is_in_a_known_table_once() {
+        for (index, key) in KEYS.iter().enumerate() {
+            assert!(
+                key.section.is_empty() || SECTIONS.contains(&key.section),
+                "`{}` is in an unknown table [{}]",
+                key.name,
+                key.section
+            );
+            let twice = KEYS[..index]
+                .iter()
+                .any(|other| (other.section, other.name) == (key.section, key.name));
+            assert!(!twice, "`{}` has two rows", key.name);
+        }
+    }
+
+    /// The example an error shows as the fix is itself accepted.
+    #[test]
+    fn every_example_is_a_valid_value() {
+        for key in KEYS {
+            let assignment = format!("{} = {}\n", key.name, key.example);
+            let (top, table) = match key.section {
+                "" => (assignment, String::new()),
+                section => (String::new(), format!("[{section}]\n{assignment}")),
+            };
+            let text =
+                format!("repo = \"acme/widget\"\nforgeHost = \"forge.example.dev\"\n{top}{table}");
+            let path = std::path::Path::new("/project/.sandcastle/config.toml");
+            if let Err(error) = crate::parse(path, &text) {
+                panic!("the example of `{}` is refused: {error}", key.name);
+            }
+        }
+    }
+}
