@@ -8,18 +8,17 @@ use toml_edit::{Item, TableLike, Value};
 
 use crate::source::Source;
 use crate::{
-    Autopilot, Budget, Clarify, Cluster, Commands, Config, ConfigError, Egress, Handler, Models,
-    Network, Publish, Questions, Review, Sandbox, defaults, forge, image, mounts, suggest,
+    Budget, Cluster, Commands, Config, ConfigError, Egress, Handler, Network, Publish, Review,
+    defaults, forge, image, mounts, suggest,
 };
 
-const TOP_KEYS: &[&str] = &[
-    "repo",
-    "forgeHost",
-    "imageName",
-    "maxIterations",
-    "maxConcurrency",
-    "idleTimeout",
-    "pollInterval",
+/// Top-level keys read by hand before [`KEYS`], in this order (a config wrong in several fails on
+/// the first, as `nix/imageArgsFromConfig.nix` does): `repo` and `forgeHost` are required, and the
+/// default `imageName` is made from `repo`.
+const IDENTITY_KEYS: &[&str] = &["repo", "forgeHost", "imageName"];
+
+/// The `[tables]` of the file, in the order their shape and keys are checked.
+const SECTIONS: &[&str] = &[
     "models",
     "commands",
     "sandbox",
@@ -31,33 +30,92 @@ const TOP_KEYS: &[&str] = &[
     "autopilot",
     "publish",
 ];
-const MODELS_KEYS: &[&str] = &["planner", "implementer", "reviewer", "prFixer", "assessor"];
-const COMMANDS_KEYS: &[&str] = &["check", "fmt"];
-const SANDBOX_KEYS: &[&str] = &[
-    "network",
-    "memory",
-    "pidsLimit",
-    "mounts",
-    "turnTimeout",
-    "egress",
+
+/// Every other key, one row each: its table (`""`: the top level), its name, the value an error's
+/// fix shows, and how its value is read and checked ([`As`]) with where it is stored. A key that is
+/// absent keeps its default. Rows are read in this order and the first bad value is the error; a
+/// table's keys are listed in this order in the "known keys" of an error.
+#[rustfmt::skip]
+const KEYS: &[Key] = &[
+    //  table        key                     example in errors          read as, and stored in
+    key("",          "maxIterations",        "5",                       As::Count(|c, v| c.max_iterations = v)),
+    key("",          "maxConcurrency",       "1",                       As::Count(|c, v| c.max_concurrency = v)),
+    key("",          "idleTimeout",          "\"10m\"",                 As::Duration(|c, v| c.idle_timeout = v)),
+    key("",          "pollInterval",         "\"1m\"",                  As::Duration(|c, v| c.poll_interval = v)),
+    key("models",    "planner",              "\"claude-opus-4-8\"",     As::Word(|c, v| c.models.planner = v)),
+    key("models",    "implementer",          "\"claude-sonnet-4-6\"",   As::Word(|c, v| c.models.implementer = v)),
+    key("models",    "reviewer",             "\"claude-opus-4-8\"",     As::Word(|c, v| c.models.reviewer = v)),
+    key("models",    "prFixer",              "\"claude-sonnet-4-6\"",   As::Word(|c, v| c.models.pr_fixer = v)),
+    key("models",    "assessor",             "\"claude-sonnet-4-6\"",   As::Word(|c, v| c.models.assessor = v)),
+    key("commands",  "check",                "[[\"cargo\", \"test\"]]", As::Steps(|c, v| c.commands.check = v)),
+    key("commands",  "fmt",                  "[[\"cargo\", \"fmt\"]]",  As::Steps(|c, v| c.commands.fmt = v)),
+    key("sandbox",   "network",              "\"none\"",                As::Network(|c, v| c.sandbox.network = v)),
+    key("sandbox",   "memory",               "\"4g\"",                  As::Memory(|c, v| c.sandbox.memory = v)),
+    key("sandbox",   "pidsLimit",            "1024",                    As::Count(|c, v| c.sandbox.pids_limit = v)),
+    key("sandbox",   "mounts",               "[\"/srv/cache:/cache\"]", As::Mounts(|c, v| c.sandbox.mounts = v)),
+    key("sandbox",   "turnTimeout",          "\"60m\"",                 As::Duration(|c, v| c.sandbox.turn_timeout = v)),
+    key("sandbox",   "egress",               "[\"index.crates.io\", \"*.example.com:8443\"]", As::Egress(|c, v| c.sandbox.egress = v)),
+    key("budget",    "maxCostPerIssue",      "5.0",                     As::Dollars(|c, v| c.budget.max_cost_per_issue = Some(v))),
+    key("budget",    "maxCostPerRun",        "50",                      As::Dollars(|c, v| c.budget.max_cost_per_run = Some(v))),
+    key("cluster",   "id",                   "\"build-host-1\"",        As::Word(|c, v| c.cluster.id = Some(v))),
+    key("cluster",   "leaseTtl",             "\"10m\"",                 As::Duration(|c, v| c.cluster.lease_ttl = v)),
+    key("review",    "rounds",               "2",                       As::Count(|c, v| c.review.rounds = v)),
+    key("questions", "enabled",              "true",                    As::Boolean(|c, v| c.questions.enabled = v)),
+    key("questions", "pollBackoff",          "[\"5m\", \"15m\", \"30m\", \"1h\"]", As::Durations(|c, v| c.questions.poll_backoff = v)),
+    key("questions", "timeout",              "\"24h\"",                 As::Duration(|c, v| c.questions.timeout = v)),
+    key("questions", "responders",           "[\"alice\"]",             As::Logins(|c, v| c.questions.responders = v)),
+    key("questions", "handlers",             "[\"terminal\", \"forge\"]", As::Handlers(|c, v| c.questions.handlers = v)),
+    key("questions", "command",              "[\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]", As::Argv(|c, v| c.questions.command = Some(v))),
+    key("clarify",   "enabled",              "true",                    As::Boolean(|c, v| c.clarify.enabled = v)),
+    key("clarify",   "threshold",            "0.8",                     As::Fraction(|c, v| c.clarify.threshold = v)),
+    key("clarify",   "maxRounds",            "5",                       As::Count(|c, v| c.clarify.max_rounds = v)),
+    key("clarify",   "timeout",              "\"180s\"",                As::Duration(|c, v| c.clarify.timeout = v)),
+    key("autopilot", "enabled",              "true",                    As::Boolean(|c, v| c.autopilot.enabled = v)),
+    key("autopilot", "ciRounds",             "2",                       As::Count(|c, v| c.autopilot.ci_rounds = v)),
+    key("autopilot", "conflictRounds",       "2",                       As::Count(|c, v| c.autopilot.conflict_rounds = v)),
+    key("publish",   "allowWorkflowChanges", "true",                    As::Boolean(|c, v| c.publish.allow_workflow_changes = v)),
 ];
-const REVIEW_KEYS: &[&str] = &["rounds"];
-const BUDGET_KEYS: &[&str] = &["maxCostPerIssue", "maxCostPerRun"];
-const CLUSTER_KEYS: &[&str] = &["id", "leaseTtl"];
-const QUESTIONS_KEYS: &[&str] = &[
-    "enabled",
-    "pollBackoff",
-    "timeout",
-    "responders",
-    "handlers",
-    "command",
-];
-const CLARIFY_KEYS: &[&str] = &["enabled", "threshold", "maxRounds", "timeout"];
-const AUTOPILOT_KEYS: &[&str] = &["enabled", "ciRounds", "conflictRounds"];
-const PUBLISH_KEYS: &[&str] = &["allowWorkflowChanges"];
+
+/// One row of [`KEYS`].
+struct Key {
+    section: &'static str,
+    name: &'static str,
+    example: &'static str,
+    read: As,
+}
+
+const fn key(section: &'static str, name: &'static str, example: &'static str, read: As) -> Key {
+    Key {
+        section,
+        name,
+        example,
+        read,
+    }
+}
+
+/// How a key's value is read and checked (by the [`Section`] reader of the same name), and the
+/// setter that stores it in the [`Config`].
+enum As {
+    Word(fn(&mut Config, String)),
+    Count(fn(&mut Config, u32)),
+    Dollars(fn(&mut Config, f64)),
+    Fraction(fn(&mut Config, f64)),
+    Boolean(fn(&mut Config, bool)),
+    Duration(fn(&mut Config, Duration)),
+    Durations(fn(&mut Config, Vec<Duration>)),
+    Logins(fn(&mut Config, Vec<String>)),
+    Handlers(fn(&mut Config, Vec<Handler>)),
+    Argv(fn(&mut Config, Vec<String>)),
+    Steps(fn(&mut Config, Vec<Vec<String>>)),
+    Network(fn(&mut Config, Network)),
+    Memory(fn(&mut Config, String)),
+    Mounts(fn(&mut Config, Vec<String>)),
+    Egress(fn(&mut Config, Vec<Egress>)),
+}
 
 type Span = Option<Range<usize>>;
 
+/// Checks every key of the document and reads it into a [`Config`].
 pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, ConfigError> {
     let top = Section {
         source,
@@ -65,18 +123,46 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
         name: None,
     };
     // Unknown keys first: a typo in a required key should be reported as the typo it is.
-    top.reject_unknown(TOP_KEYS)?;
-    let models = top.section("models", MODELS_KEYS)?;
-    let commands = top.section("commands", COMMANDS_KEYS)?;
-    let sandbox = top.section("sandbox", SANDBOX_KEYS)?;
-    let review = top.section("review", REVIEW_KEYS)?;
-    let budget = top.section("budget", BUDGET_KEYS)?;
-    let cluster = top.section("cluster", CLUSTER_KEYS)?;
-    let questions = top.section("questions", QUESTIONS_KEYS)?;
-    let clarify = top.section("clarify", CLARIFY_KEYS)?;
-    let autopilot = top.section("autopilot", AUTOPILOT_KEYS)?;
-    let publish = top.section("publish", PUBLISH_KEYS)?;
+    top.reject_unknown(&known_keys(""))?;
+    let mut tables = vec![("", top)];
+    for &name in SECTIONS {
+        if let Some(section) = top.section(name)? {
+            tables.push((name, section));
+        }
+    }
+    let mut config = identity_and_defaults(&top)?;
+    // A `[questions]` or `[clarify]` table turns its feature on unless its `enabled` says otherwise.
+    let present = |section| tables.iter().any(|(name, _)| *name == section);
+    config.questions.enabled |= present("questions");
+    config.clarify.enabled |= present("clarify");
+    for key in KEYS {
+        if let Some((_, table)) = tables.iter().find(|(name, _)| *name == key.section) {
+            key.read(table, &mut config)?;
+        }
+    }
+    Ok(config)
+}
 
+/// The keys a table (`""`: the top level) may hold, in the order an error lists them.
+fn known_keys(section: &str) -> Vec<&'static str> {
+    let rows = KEYS
+        .iter()
+        .filter(|key| key.section == section)
+        .map(|key| key.name);
+    if section.is_empty() {
+        let identity = IDENTITY_KEYS.iter().copied();
+        identity
+            .chain(rows)
+            .chain(SECTIONS.iter().copied())
+            .collect()
+    } else {
+        rows.collect()
+    }
+}
+
+/// The [`IDENTITY_KEYS`] read and checked, and every other setting at its default.
+fn identity_and_defaults(top: &Section) -> Result<Config, ConfigError> {
+    let source = top.source;
     let (repo, repo_span) = top.required_word("repo", "\"owner/name\"")?;
     let repo_name = repo_name(&repo)
         .map_err(|why| source.error(repo_span.clone(), format!("`repo` {why}")))?
@@ -107,178 +193,63 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
         }
     };
 
-    let models_default = defaults::models();
-    let commands_default = Commands::default();
-    let sandbox_default = defaults::sandbox();
     Ok(Config {
         repo,
         forge_host,
         forge_url,
         image_name,
-        max_iterations: top
-            .count("maxIterations", "5")?
-            .unwrap_or(defaults::MAX_ITERATIONS),
-        max_concurrency: top
-            .count("maxConcurrency", "1")?
-            .unwrap_or(defaults::MAX_CONCURRENCY),
-        idle_timeout: top
-            .duration("idleTimeout", "\"10m\"")?
-            .unwrap_or(defaults::IDLE_TIMEOUT),
-        poll_interval: top
-            .duration("pollInterval", "\"1m\"")?
-            .unwrap_or(defaults::POLL_INTERVAL),
-        models: match models {
-            None => models_default,
-            Some(models) => Models {
-                planner: models
-                    .word("planner", "\"claude-opus-4-8\"")?
-                    .unwrap_or(models_default.planner),
-                implementer: models
-                    .word("implementer", "\"claude-sonnet-4-6\"")?
-                    .unwrap_or(models_default.implementer),
-                reviewer: models
-                    .word("reviewer", "\"claude-opus-4-8\"")?
-                    .unwrap_or(models_default.reviewer),
-                pr_fixer: models
-                    .word("prFixer", "\"claude-sonnet-4-6\"")?
-                    .unwrap_or(models_default.pr_fixer),
-                assessor: models
-                    .word("assessor", "\"claude-sonnet-4-6\"")?
-                    .unwrap_or(models_default.assessor),
-            },
-        },
-        commands: match commands {
-            None => commands_default,
-            Some(commands) => Commands {
-                check: commands
-                    .steps("check", "[[\"cargo\", \"test\"]]")?
-                    .unwrap_or(commands_default.check),
-                fmt: commands
-                    .steps("fmt", "[[\"cargo\", \"fmt\"]]")?
-                    .unwrap_or(commands_default.fmt),
-            },
-        },
-        sandbox: match sandbox {
-            None => sandbox_default,
-            Some(sandbox) => Sandbox {
-                network: sandbox
-                    .network("network", "\"none\"")?
-                    .unwrap_or(sandbox_default.network),
-                memory: sandbox
-                    .memory("memory", "\"4g\"")?
-                    .unwrap_or(sandbox_default.memory),
-                pids_limit: sandbox
-                    .count("pidsLimit", "1024")?
-                    .unwrap_or(sandbox_default.pids_limit),
-                mounts: sandbox
-                    .mounts("mounts", "[\"/srv/cache:/cache\"]")?
-                    .unwrap_or(sandbox_default.mounts),
-                turn_timeout: sandbox
-                    .duration("turnTimeout", "\"60m\"")?
-                    .unwrap_or(sandbox_default.turn_timeout),
-                egress: sandbox
-                    .egress("egress", "[\"index.crates.io\", \"*.example.com:8443\"]")?
-                    .unwrap_or(sandbox_default.egress),
-            },
-        },
-        budget: match budget {
-            None => Budget::default(),
-            Some(budget) => Budget {
-                max_cost_per_issue: budget.dollars("maxCostPerIssue", "5.0")?,
-                max_cost_per_run: budget.dollars("maxCostPerRun", "50")?,
-            },
-        },
-        cluster: match cluster {
-            None => Cluster::default(),
-            Some(cluster) => Cluster {
-                id: cluster.word("id", "\"build-host-1\"")?,
-                lease_ttl: cluster
-                    .duration("leaseTtl", "\"10m\"")?
-                    .unwrap_or(defaults::LEASE_TTL),
-            },
-        },
+        max_iterations: defaults::MAX_ITERATIONS,
+        max_concurrency: defaults::MAX_CONCURRENCY,
+        idle_timeout: defaults::IDLE_TIMEOUT,
+        poll_interval: defaults::POLL_INTERVAL,
+        models: defaults::models(),
+        commands: Commands::default(),
+        sandbox: defaults::sandbox(),
         review: Review {
-            rounds: match review {
-                None => defaults::REVIEW_ROUNDS,
-                Some(review) => review
-                    .count("rounds", "2")?
-                    .unwrap_or(defaults::REVIEW_ROUNDS),
-            },
+            rounds: defaults::REVIEW_ROUNDS,
         },
-        questions: {
-            let default = defaults::questions();
-            match questions {
-                None => default,
-                // A `[questions]` table turns questions on unless it says otherwise.
-                Some(questions) => Questions {
-                    enabled: questions.boolean("enabled", "true")?.unwrap_or(true),
-                    poll_backoff: questions
-                        .durations("pollBackoff", "[\"5m\", \"15m\", \"30m\", \"1h\"]")?
-                        .unwrap_or(default.poll_backoff),
-                    timeout: questions
-                        .duration("timeout", "\"24h\"")?
-                        .unwrap_or(default.timeout),
-                    responders: questions
-                        .logins("responders", "[\"alice\"]")?
-                        .unwrap_or(default.responders),
-                    handlers: questions
-                        .handlers("handlers", "[\"terminal\", \"forge\"]")?
-                        .unwrap_or(default.handlers),
-                    command: questions.argv(
-                        "command",
-                        "[\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]",
-                    )?,
-                },
-            }
-        },
-        clarify: {
-            let default = defaults::clarify();
-            match clarify {
-                None => default,
-                // A `[clarify]` table turns the assessment on unless it says otherwise.
-                Some(clarify) => Clarify {
-                    enabled: clarify.boolean("enabled", "true")?.unwrap_or(true),
-                    threshold: clarify
-                        .fraction("threshold", "0.8")?
-                        .unwrap_or(default.threshold),
-                    max_rounds: clarify
-                        .count("maxRounds", "5")?
-                        .unwrap_or(default.max_rounds),
-                    timeout: clarify
-                        .duration("timeout", "\"180s\"")?
-                        .unwrap_or(default.timeout),
-                },
-            }
-        },
-        autopilot: {
-            let default = defaults::autopilot();
-            match autopilot {
-                None => default,
-                Some(autopilot) => Autopilot {
-                    enabled: autopilot
-                        .boolean("enabled", "true")?
-                        .unwrap_or(default.enabled),
-                    ci_rounds: autopilot
-                        .count("ciRounds", "2")?
-                        .unwrap_or(default.ci_rounds),
-                    conflict_rounds: autopilot
-                        .count("conflictRounds", "2")?
-                        .unwrap_or(default.conflict_rounds),
-                },
-            }
-        },
-        publish: match publish {
-            None => Publish::default(),
-            Some(publish) => Publish {
-                allow_workflow_changes: publish
-                    .boolean("allowWorkflowChanges", "true")?
-                    .unwrap_or_default(),
-            },
-        },
+        budget: Budget::default(),
+        cluster: Cluster::default(),
+        questions: defaults::questions(),
+        clarify: defaults::clarify(),
+        publish: Publish::default(),
+        autopilot: defaults::autopilot(),
     })
 }
 
-/// One table of the document: the top level, `[models]`, `[commands]` or `[sandbox]`.
+impl Key {
+    /// Reads this key from its table into `config`; an absent key leaves its default there.
+    fn read(&self, table: &Section, config: &mut Config) -> Result<(), ConfigError> {
+        let (key, example) = (self.name, self.example);
+        match self.read {
+            As::Word(set) => store(config, set, table.word(key, example)?),
+            As::Count(set) => store(config, set, table.count(key, example)?),
+            As::Dollars(set) => store(config, set, table.dollars(key, example)?),
+            As::Fraction(set) => store(config, set, table.fraction(key, example)?),
+            As::Boolean(set) => store(config, set, table.boolean(key, example)?),
+            As::Duration(set) => store(config, set, table.duration(key, example)?),
+            As::Durations(set) => store(config, set, table.durations(key, example)?),
+            As::Logins(set) => store(config, set, table.logins(key, example)?),
+            As::Handlers(set) => store(config, set, table.handlers(key, example)?),
+            As::Argv(set) => store(config, set, table.argv(key, example)?),
+            As::Steps(set) => store(config, set, table.steps(key, example)?),
+            As::Network(set) => store(config, set, table.network(key, example)?),
+            As::Memory(set) => store(config, set, table.memory(key, example)?),
+            As::Mounts(set) => store(config, set, table.mounts(key, example)?),
+            As::Egress(set) => store(config, set, table.egress(key, example)?),
+        }
+        Ok(())
+    }
+}
+
+fn store<T>(config: &mut Config, set: fn(&mut Config, T), value: Option<T>) {
+    if let Some(value) = value {
+        set(config, value);
+    }
+}
+
+/// One table of the document: the top level or one of the [`SECTIONS`].
+#[derive(Clone, Copy)]
 struct Section<'a> {
     source: &'a Source<'a>,
     table: &'a dyn TableLike,
@@ -297,7 +268,7 @@ impl<'a> Section<'a> {
         let fix = match suggest::nearest(key, known) {
             Some(nearest) => format!("did you mean `{nearest}`?"),
             // TOML puts every key after `[table]` into that table.
-            None if self.name.is_some() && TOP_KEYS.contains(&key) => {
+            None if self.name.is_some() && known_keys("").contains(&key) => {
                 format!("`{key}` is a top-level key; move it above the first [table]")
             }
             None => {
@@ -316,11 +287,7 @@ impl<'a> Section<'a> {
     }
 
     /// A sub-table, with its keys checked.
-    fn section(
-        &self,
-        key: &'static str,
-        known: &[&str],
-    ) -> Result<Option<Section<'a>>, ConfigError> {
+    fn section(&self, key: &'static str) -> Result<Option<Section<'a>>, ConfigError> {
         let Some(item) = self.table.get(key) else {
             return Ok(None);
         };
@@ -338,7 +305,7 @@ impl<'a> Section<'a> {
             table,
             name: Some(key),
         };
-        section.reject_unknown(known)?;
+        section.reject_unknown(&known_keys(key))?;
         Ok(Some(section))
     }
 
@@ -909,5 +876,45 @@ fn value_kind(value: &Value) -> &'static str {
         Value::Datetime(_) => "a date-time",
         Value::Array(_) => "an array",
         Value::InlineTable(_) => "a table",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KEYS, SECTIONS};
+
+    /// A row naming a table that is not one of the sections would never be read.
+    #[test]
+    fn every_row_is_in_a_known_table_once() {
+        for (index, key) in KEYS.iter().enumerate() {
+            assert!(
+                key.section.is_empty() || SECTIONS.contains(&key.section),
+                "`{}` is in an unknown table [{}]",
+                key.name,
+                key.section
+            );
+            let twice = KEYS[..index]
+                .iter()
+                .any(|other| (other.section, other.name) == (key.section, key.name));
+            assert!(!twice, "`{}` has two rows", key.name);
+        }
+    }
+
+    /// The example an error shows as the fix is itself accepted.
+    #[test]
+    fn every_example_is_a_valid_value() {
+        for key in KEYS {
+            let assignment = format!("{} = {}\n", key.name, key.example);
+            let (top, table) = match key.section {
+                "" => (assignment, String::new()),
+                section => (String::new(), format!("[{section}]\n{assignment}")),
+            };
+            let text =
+                format!("repo = \"acme/widget\"\nforgeHost = \"forge.example.dev\"\n{top}{table}");
+            let path = std::path::Path::new("/project/.sandcastle/config.toml");
+            if let Err(error) = crate::parse(path, &text) {
+                panic!("the example of `{}` is refused: {error}", key.name);
+            }
+        }
     }
 }

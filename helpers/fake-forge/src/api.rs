@@ -6,9 +6,11 @@ use serde_json::{Value, json};
 use tiny_http::{Header, Request, Response};
 
 use crate::auth::{authenticate, credentials};
+use crate::clock::now;
 use crate::git;
+use crate::records::Review;
 use crate::render::{PullGit, Render};
-use crate::server::{NewPull, Shared, now};
+use crate::shared::{NewPull, Shared};
 use crate::state::{ApiError, ApiResult, NewIssue, NewReview, Repo, State, StoredIssue};
 use crate::swagger::Matched;
 
@@ -870,11 +872,7 @@ fn create_review(call: &Call) -> ApiResult<Reply> {
     ))
 }
 
-fn find_review<'r>(
-    call: &Call,
-    repo: &'r Repo,
-    pull: &StoredIssue,
-) -> ApiResult<&'r crate::Review> {
+fn find_review<'r>(call: &Call, repo: &'r Repo, pull: &StoredIssue) -> ApiResult<&'r Review> {
     let id = call.param("id");
     repo.reviews_on(pull.number)
         .find(|r| r.id.to_string() == id)

@@ -8,8 +8,9 @@ use std::thread;
 use tiny_http::{Header, Request, Response, StatusCode};
 
 use crate::auth::{authenticate, credentials};
-use crate::server::Shared;
-use crate::{Push, RefUpdate, git};
+use crate::git;
+use crate::records::{Push, RefUpdate};
+use crate::shared::Shared;
 
 /// The `owner/name` of a git smart HTTP path, if `path` is one.
 pub fn repo_of(path: &str) -> Option<(&str, &str)> {

@@ -2,8 +2,8 @@
 use serde_json::{Value, json};
 
 use crate::git::LoggedCommit;
+use crate::records::{Comment, Label, Review, ReviewComment};
 use crate::state::{CommitStatus, LabelEvent, Repo, StoredIssue, User};
-use crate::{Comment, Label, Review, ReviewComment};
 
 /// Renders objects with URLs built from the forge's root URL (Forgejo's `ROOT_URL`).
 pub struct Render<'a> {

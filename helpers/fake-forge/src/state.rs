@@ -2,7 +2,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::{Comment, Label, Push, Review, ReviewComment};
+use crate::clock::now;
+use crate::records::{Comment, Label, Push, Review, ReviewComment};
 
 /// An error the API reports as `{"message": ...}` with an HTTP status.
 #[derive(Debug)]
@@ -312,7 +313,7 @@ impl Repo {
         let issue = self.issue_mut(number)?;
         if !issue.closed {
             issue.closed = true;
-            issue.closed_at = Some(crate::server::now());
+            issue.closed_at = Some(now());
         }
         Ok(())
     }
@@ -324,7 +325,7 @@ impl Repo {
         if issue.closed {
             return Err(ApiError::new(405, "the pull request is closed"));
         }
-        let now = crate::server::now();
+        let now = now();
         issue.closed = true;
         issue.closed_at = Some(now.clone());
         issue.updated = now.clone();
@@ -368,7 +369,7 @@ impl Repo {
             .collect();
         new.sort_unstable();
         new.dedup();
-        let now = crate::server::now();
+        let now = now();
         for label in &new {
             self.record_label(number, *label, true, by, &now);
         }
@@ -387,7 +388,7 @@ impl Repo {
                 "label does not exist [id: {id}]"
             )));
         }
-        let now = crate::server::now();
+        let now = now();
         if self.issue(number)?.label_ids.contains(&id) {
             self.record_label(number, id, false, by, &now);
         }
@@ -490,7 +491,7 @@ impl Repo {
             description: description.to_string(),
             target_url: target_url.to_string(),
             creator: creator.to_string(),
-            created: crate::server::now(),
+            created: now(),
         });
         Ok(self.statuses.last().expect("just pushed"))
     }
