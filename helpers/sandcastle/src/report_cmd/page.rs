@@ -304,14 +304,16 @@ struct Series<'a> {
     values: Vec<Option<f64>>,
 }
 
+/// The charts' size and margins, in SVG units.
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 260.0;
+const LEFT: f64 = 70.0;
+const BOTTOM: f64 = 40.0;
+const TOP: f64 = 20.0;
+
 /// A bar chart, one group of bars per week; each bar carries its value (`data-value`) and a
 /// tooltip.
 fn chart(id: &str, weeks: &[String], series: &[Series], show: impl Fn(f64) -> String) -> String {
-    const WIDTH: f64 = 960.0;
-    const HEIGHT: f64 = 260.0;
-    const LEFT: f64 = 70.0;
-    const BOTTOM: f64 = 40.0;
-    const TOP: f64 = 20.0;
     let top = series
         .iter()
         .flat_map(|s| s.values.iter().flatten())
@@ -320,25 +322,7 @@ fn chart(id: &str, weeks: &[String], series: &[Series], show: impl Fn(f64) -> St
     let plot = HEIGHT - BOTTOM - TOP;
     let slot = (WIDTH - LEFT - 10.0) / weeks.len().max(1) as f64;
     let bar = (slot * 0.8 / series.len().max(1) as f64).min(60.0);
-    let mut svg = format!(
-        "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
-width=\"100%\" role=\"img\">\n<line x1=\"{LEFT}\" y1=\"{base}\" x2=\"{right}\" y2=\"{base}\" stroke=\"#888\"/>\
-<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\" stroke=\"#888\"/>\
-<line x1=\"{LEFT}\" y1=\"{mid}\" x2=\"{right}\" y2=\"{mid}\" stroke=\"#e5e5e5\"/>\
-<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{right}\" y2=\"{TOP}\" stroke=\"#e5e5e5\"/>\
-<text x=\"{tx}\" y=\"{base}\" text-anchor=\"end\">{zero}</text>\
-<text x=\"{tx}\" y=\"{mid_label}\" text-anchor=\"end\">{half}</text>\
-<text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{max}</text>\n",
-        base = HEIGHT - BOTTOM,
-        mid = TOP + plot / 2.0,
-        mid_label = TOP + plot / 2.0 + 4.0,
-        right = WIDTH - 10.0,
-        tx = LEFT - 6.0,
-        ty = TOP + 4.0,
-        zero = escape(&show(0.0)),
-        half = escape(&show(scale / 2.0)),
-        max = escape(&show(scale)),
-    );
+    let mut svg = axes(id, scale, &show);
     let every = weeks.len().div_ceil(12).max(1);
     for (i, week) in weeks.iter().enumerate() {
         let middle = LEFT + i as f64 * slot + slot / 2.0;
@@ -374,14 +358,43 @@ x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{color}\">\
             );
         }
     }
-    svg += "</svg>\n<div class=\"legend\">";
+    svg + &legend(series)
+}
+
+/// The chart's opening: the axes, the grid lines at half and full `scale`, and their labels.
+fn axes(id: &str, scale: f64, show: impl Fn(f64) -> String) -> String {
+    let plot = HEIGHT - BOTTOM - TOP;
+    format!(
+        "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
+width=\"100%\" role=\"img\">\n<line x1=\"{LEFT}\" y1=\"{base}\" x2=\"{right}\" y2=\"{base}\" stroke=\"#888\"/>\
+<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\" stroke=\"#888\"/>\
+<line x1=\"{LEFT}\" y1=\"{mid}\" x2=\"{right}\" y2=\"{mid}\" stroke=\"#e5e5e5\"/>\
+<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{right}\" y2=\"{TOP}\" stroke=\"#e5e5e5\"/>\
+<text x=\"{tx}\" y=\"{base}\" text-anchor=\"end\">{zero}</text>\
+<text x=\"{tx}\" y=\"{mid_label}\" text-anchor=\"end\">{half}</text>\
+<text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{max}</text>\n",
+        base = HEIGHT - BOTTOM,
+        mid = TOP + plot / 2.0,
+        mid_label = TOP + plot / 2.0 + 4.0,
+        right = WIDTH - 10.0,
+        tx = LEFT - 6.0,
+        ty = TOP + 4.0,
+        zero = escape(&show(0.0)),
+        half = escape(&show(scale / 2.0)),
+        max = escape(&show(scale)),
+    )
+}
+
+/// The chart's closing and its legend: each series' color and name.
+fn legend(series: &[Series]) -> String {
+    let mut legend = "</svg>\n<div class=\"legend\">".to_string();
     for s in series {
         let _ = write!(
-            svg,
+            legend,
             "<span style=\"background:{}\"></span>{}",
             s.color,
             escape(s.name)
         );
     }
-    svg + " (weeks start on Monday, UTC)</div>\n"
+    legend + " (weeks start on Monday, UTC)</div>\n"
 }
