@@ -131,48 +131,21 @@ fn serve(shared: &Shared, request: &Request, matched: &Matched, incoming: Incomi
     }
 }
 
+/// The operation `method` `template` names, each its own function.
 fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
     match (method, template) {
-        ("GET", "/version") => Ok(Reply::json(200, json!({"version": "12.0.0+gitea-1.22.0"}))),
-        ("GET", "/user") => {
-            let login = call.caller()?;
-            let state = call.shared.state();
-            Ok(Reply::json(200, call.render().login(&state.users, login)))
-        }
-        ("GET", "/repos/{owner}/{repo}") => call.with_repo(|state, repo| {
-            let caller = call.caller.as_deref();
-            Ok(Reply::json(
-                200,
-                call.render().repo(&state.users, repo, caller),
-            ))
-        }),
+        ("GET", "/version") => version(),
+        ("GET", "/user") => current_user(call),
+        ("GET", "/repos/{owner}/{repo}") => get_repo(call),
         ("GET", "/repos/{owner}/{repo}/labels") => list_labels(call),
         ("POST", "/repos/{owner}/{repo}/labels") => create_label(call),
         ("GET", "/repos/{owner}/{repo}/issues") => list_issues(call),
         ("POST", "/repos/{owner}/{repo}/issues") => create_issue(call),
-        ("GET", "/repos/{owner}/{repo}/issues/{index}") => call.with_repo(|state, repo| {
-            let issue = repo.issue(call.index()?)?;
-            Ok(Reply::json(
-                200,
-                call.render().issue(&state.users, repo, issue),
-            ))
-        }),
-        ("GET", "/repos/{owner}/{repo}/issues/{index}/labels") => call.with_repo(|_, repo| {
-            let issue = repo.issue(call.index()?)?;
-            Ok(Reply::json(200, issue_labels(call, repo, issue)))
-        }),
+        ("GET", "/repos/{owner}/{repo}/issues/{index}") => get_issue(call),
+        ("GET", "/repos/{owner}/{repo}/issues/{index}/labels") => list_issue_labels(call),
         ("POST", "/repos/{owner}/{repo}/issues/{index}/labels") => add_issue_labels(call),
         ("DELETE", "/repos/{owner}/{repo}/issues/{index}/labels/{id}") => remove_issue_label(call),
-        ("GET", "/repos/{owner}/{repo}/issues/{index}/comments") => {
-            call.with_repo(|state, repo| {
-                let issue = repo.issue(call.index()?)?;
-                let render = call.render();
-                let comments = repo
-                    .comments_on(issue.number)
-                    .map(|c| render.comment(&state.users, repo, issue, c));
-                Ok(Reply::json(200, comments.collect()))
-            })
-        }
+        ("GET", "/repos/{owner}/{repo}/issues/{index}/comments") => list_comments(call),
         ("POST", "/repos/{owner}/{repo}/issues/{index}/comments") => create_comment(call),
         ("GET", "/repos/{owner}/{repo}/issues/{index}/timeline") => timeline(call),
         ("GET", "/repos/{owner}/{repo}/commits") => list_commits(call),
@@ -180,60 +153,126 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
         ("DELETE", "/repos/{owner}/{repo}/issues/comments/{id}") => delete_comment(call),
         ("GET", "/repos/{owner}/{repo}/pulls") => list_pulls(call),
         ("POST", "/repos/{owner}/{repo}/pulls") => create_pull(call),
-        ("GET", "/repos/{owner}/{repo}/pulls/{index}") => call.with_repo(|state, repo| {
-            let pull = repo.pull(call.index()?)?;
-            Ok(Reply::json(200, render_pull(call, state, repo, pull)))
-        }),
-        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews") => call.with_repo(|state, repo| {
-            let pull = repo.pull(call.index()?)?;
-            let render = call.render();
-            let reviews = repo
-                .reviews_on(pull.number)
-                .map(|r| render.review(&state.users, repo, pull, r))
-                .collect();
-            Ok(call.page(reviews))
-        }),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}") => get_pull(call),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews") => list_reviews(call),
         ("POST", "/repos/{owner}/{repo}/pulls/{index}/reviews") => create_review(call),
-        ("GET", "/repos/{owner}/{repo}/pulls/{index}/merge") => call.with_repo(|_, repo| {
-            let pull = repo.pull(call.index()?)?;
-            // Both answers have no body.
-            let merged = pull.merged.is_some();
-            Ok(Reply {
-                status: if merged { 204 } else { 404 },
-                body: None,
-                headers: Vec::new(),
-            })
-        }),
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/merge") => is_merged(call),
         ("POST", "/repos/{owner}/{repo}/pulls/{index}/merge") => merge_pull(call),
         ("POST", "/repos/{owner}/{repo}/statuses/{sha}") => create_status(call),
         ("GET", "/repos/{owner}/{repo}/commits/{ref}/status") => combined_status(call),
         ("GET", "/repos/{owner}/{repo}/collaborators/{collaborator}/permission") => {
             collaborator_permission(call)
         }
-        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews/{id}") => {
-            call.with_repo(|state, repo| {
-                let pull = repo.pull(call.index()?)?;
-                let review = find_review(call, repo, pull)?;
-                Ok(Reply::json(
-                    200,
-                    call.render().review(&state.users, repo, pull, review),
-                ))
-            })
-        }
+        ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews/{id}") => get_review(call),
         ("GET", "/repos/{owner}/{repo}/pulls/{index}/reviews/{id}/comments") => {
-            call.with_repo(|state, repo| {
-                let pull = repo.pull(call.index()?)?;
-                let review = find_review(call, repo, pull)?;
-                let render = call.render();
-                let comments = review
-                    .comments
-                    .iter()
-                    .map(|c| render.review_comment(&state.users, repo, pull, review, c));
-                Ok(Reply::json(200, comments.collect()))
-            })
+            list_review_comments(call)
         }
         _ => Err(ApiError::new(501, format!("{method} {template}"))),
     }
+}
+
+fn version() -> ApiResult<Reply> {
+    Ok(Reply::json(200, json!({"version": "12.0.0+gitea-1.22.0"})))
+}
+
+fn current_user(call: &Call) -> ApiResult<Reply> {
+    let login = call.caller()?;
+    let state = call.shared.state();
+    Ok(Reply::json(200, call.render().login(&state.users, login)))
+}
+
+fn get_repo(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let caller = call.caller.as_deref();
+        Ok(Reply::json(
+            200,
+            call.render().repo(&state.users, repo, caller),
+        ))
+    })
+}
+
+fn get_issue(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let issue = repo.issue(call.index()?)?;
+        Ok(Reply::json(
+            200,
+            call.render().issue(&state.users, repo, issue),
+        ))
+    })
+}
+
+fn list_issue_labels(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|_, repo| {
+        let issue = repo.issue(call.index()?)?;
+        Ok(Reply::json(200, issue_labels(call, repo, issue)))
+    })
+}
+
+fn list_comments(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let issue = repo.issue(call.index()?)?;
+        let render = call.render();
+        let comments = repo
+            .comments_on(issue.number)
+            .map(|c| render.comment(&state.users, repo, issue, c));
+        Ok(Reply::json(200, comments.collect()))
+    })
+}
+
+fn get_pull(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let pull = repo.pull(call.index()?)?;
+        Ok(Reply::json(200, render_pull(call, state, repo, pull)))
+    })
+}
+
+fn list_reviews(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let pull = repo.pull(call.index()?)?;
+        let render = call.render();
+        let reviews = repo
+            .reviews_on(pull.number)
+            .map(|r| render.review(&state.users, repo, pull, r))
+            .collect();
+        Ok(call.page(reviews))
+    })
+}
+
+/// 204 when the pull request is merged, 404 when not; both answers have no body.
+fn is_merged(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|_, repo| {
+        let pull = repo.pull(call.index()?)?;
+        let merged = pull.merged.is_some();
+        Ok(Reply {
+            status: if merged { 204 } else { 404 },
+            body: None,
+            headers: Vec::new(),
+        })
+    })
+}
+
+fn get_review(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let pull = repo.pull(call.index()?)?;
+        let review = find_review(call, repo, pull)?;
+        Ok(Reply::json(
+            200,
+            call.render().review(&state.users, repo, pull, review),
+        ))
+    })
+}
+
+fn list_review_comments(call: &Call) -> ApiResult<Reply> {
+    call.with_repo(|state, repo| {
+        let pull = repo.pull(call.index()?)?;
+        let review = find_review(call, repo, pull)?;
+        let render = call.render();
+        let comments = review
+            .comments
+            .iter()
+            .map(|c| render.review_comment(&state.users, repo, pull, review, c));
+        Ok(Reply::json(200, comments.collect()))
+    })
 }
 
 /// One API call: the matched path parameters, the query, the JSON body and the caller.

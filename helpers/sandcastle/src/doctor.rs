@@ -2,7 +2,8 @@
 use crate::context::{HOST_ONLY_KEYS, Settings};
 use anyhow::{Result, bail};
 use sandcastle_core::claims;
-use sandcastle_core::forge::LIFECYCLE_LABELS;
+use sandcastle_core::forge::{Forge, LIFECYCLE_LABELS};
+use sandcastle_core::git::Credentials;
 use sandcastle_core::sandbox;
 use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
@@ -89,11 +90,31 @@ impl Report {
 
 pub fn doctor(project: &Path) -> Result<ExitCode> {
     let mut report = Report { failed: false };
-    let config_path = project.join(sandcastle_config::DEFAULT_PATH);
-    let config = sandcastle_config::load(&config_path).map_err(anyhow::Error::from);
-    let Some(config) = report.keep("config", config, |_| config_path.display().to_string()) else {
+    let Some(settings) = settings(&mut report, project) else {
         return Ok(ExitCode::FAILURE);
     };
+    let config = &settings.config;
+    let creds = report.line("secrets", secrets(&settings));
+    let creds = creds.and(settings.credentials().ok());
+    report.line("host", host_programs());
+    report.line("questions", question_handlers(project, &config.questions));
+    check_image(&mut report, &settings);
+    let Some(creds) = creds else {
+        return Ok(ExitCode::FAILURE);
+    };
+    check_forge(&mut report, &settings, &creds);
+    Ok(if report.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The project's config and `.env`, each reported; the template's placeholders reported between.
+fn settings(report: &mut Report, project: &Path) -> Option<Settings> {
+    let config_path = project.join(sandcastle_config::DEFAULT_PATH);
+    let config = sandcastle_config::load(&config_path).map_err(anyhow::Error::from);
+    let config = report.keep("config", config, |_| config_path.display().to_string())?;
     report.line("template", template_placeholders(project));
     let env_path = project.join(".sandcastle/.env");
     let env = if env_path.exists() {
@@ -104,81 +125,84 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             env_path.display()
         ))
     };
-    let Some(env) = report.keep(".env", env, |_| env_path.display().to_string()) else {
-        return Ok(ExitCode::FAILURE);
-    };
-    let settings = Settings {
+    let env = report.keep(".env", env, |_| env_path.display().to_string())?;
+    Some(Settings {
         project: project.to_path_buf(),
         config,
         env,
-    };
+    })
+}
+
+/// The forge login, the model credential, and which keys sandboxes get and logs hide.
+fn secrets(settings: &Settings) -> Result<String> {
+    let creds = settings.credentials()?;
+    // The model credential stays with the host's proxy; checked as the run reads it.
+    settings.upstream()?;
+    let passed: Vec<&str> = settings
+        .env
+        .vars
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !HOST_ONLY_KEYS.contains(k))
+        .collect();
+    let redacted = settings.env.redacted_keys();
+    Ok(format!(
+        "FORGEJO_USER is {}; sandboxes get {}; redacted from logs: {} (values under 8 characters or common words are not)",
+        creds.user,
+        passed.join(", "),
+        redacted.join(", ")
+    ))
+}
+
+/// The Docker engine and the image; when both are there, the sandboxes' network and the programs
+/// the image must hold.
+fn check_image(report: &mut Report, settings: &Settings) {
     let config = &settings.config;
-
-    let creds = report.line(
-        "secrets",
-        settings.credentials().and_then(|creds| {
-            // The model credential stays with the host's proxy; checked as the run reads it.
-            settings.upstream()?;
-            let passed: Vec<&str> = settings
-                .env
-                .vars
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .filter(|k| !HOST_ONLY_KEYS.contains(k))
-                .collect();
-            let redacted = settings.env.redacted_keys();
-            Ok(format!(
-                "FORGEJO_USER is {}; sandboxes get {}; redacted from logs: {} (values under 8 characters or common words are not)",
-                creds.user,
-                passed.join(", "),
-                redacted.join(", ")
-            ))
-        }),
-    );
-    let creds = creds.and(settings.credentials().ok());
-
-    report.line("host", host_programs());
-    report.line("questions", question_handlers(project, &config.questions));
-    if report
-        .line(
-            "docker",
-            sandbox::engine_is_local()
-                .and_then(|()| sandbox::engine_answers())
-                .map(|()| "the engine answers".to_string()),
-        )
-        .is_some()
-        && report
+    if report.line("docker", docker_engine()).is_none()
+        || report
             .line(
                 "image",
                 sandbox::image_exists(&config.image_name).map(|()| config.image_name.clone()),
             )
-            .is_some()
+            .is_none()
     {
-        report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
-        report.line(
-            "programs",
-            sandbox::image_has_programs(&config.image_name, &ORCHESTRATOR_PROGRAMS).map(|()| {
-                format!(
-                    "{} in the image (what sandcastle runs there)",
-                    ORCHESTRATOR_PROGRAMS.join(", ")
-                )
-            }),
-        );
-        let mut tools = AGENT_PROGRAMS.to_vec();
-        if settings.env.get("FORGEJO_AGENT_TOKEN").is_some() {
-            tools.push("tea");
-        }
-        report.line(
-            "tools",
-            sandbox::image_has_programs(&config.image_name, &tools)
-                .map(|()| format!("{} in the image (what the prompts call)", tools.join(", "))),
-        );
+        return;
     }
+    report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
+    report.line("programs", orchestrator_programs(&config.image_name));
+    report.line("tools", agent_programs(settings));
+}
 
-    let Some(creds) = creds else {
-        return Ok(ExitCode::FAILURE);
-    };
-    let forge = settings.forge(&creds);
+fn docker_engine() -> Result<String> {
+    sandbox::engine_is_local()
+        .and_then(|()| sandbox::engine_answers())
+        .map(|()| "the engine answers".to_string())
+}
+
+/// What sandcastle runs in the image.
+fn orchestrator_programs(image: &str) -> Result<String> {
+    sandbox::image_has_programs(image, &ORCHESTRATOR_PROGRAMS).map(|()| {
+        format!(
+            "{} in the image (what sandcastle runs there)",
+            ORCHESTRATOR_PROGRAMS.join(", ")
+        )
+    })
+}
+
+/// What the prompts call in the image: `tea` too when sandboxes get a forge login.
+fn agent_programs(settings: &Settings) -> Result<String> {
+    let mut tools = AGENT_PROGRAMS.to_vec();
+    if settings.env.get("FORGEJO_AGENT_TOKEN").is_some() {
+        tools.push("tea");
+    }
+    sandbox::image_has_programs(&settings.config.image_name, &tools)
+        .map(|()| format!("{} in the image (what the prompts call)", tools.join(", ")))
+}
+
+/// The forge and the repository; when they answer, the tokens, the claims and the labels.
+fn check_forge(report: &mut Report, settings: &Settings, creds: &Credentials) {
+    let config = &settings.config;
+    let forge = settings.forge(creds);
     let reached = report.line(
         "forge",
         forge.default_branch().map(|branch| {
@@ -188,65 +212,69 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
             )
         }),
     );
-    if reached.is_some() {
-        let login = forge.current_user();
-        let shown = match &login {
-            Ok(user) => Ok(format!("accepted, as {user}")),
-            Err(e) => Err(anyhow::anyhow!("{e:#}")),
-        };
-        report.line("token", shown);
-        let agent = match &login {
-            Ok(login) => settings.agent_login(&creds, login),
-            Err(_) => Err(anyhow::anyhow!(
-                "not checked: the forge does not accept FORGEJO_TOKEN (see above)"
-            )),
-        };
-        report.line(
-            "sandboxes",
-            agent.map(|login| match login {
-                Some(login) => format!(
-                    "tea reads the forge as {} (FORGEJO_AGENT_TOKEN; give it read-only scopes); FORGEJO_TOKEN stays on the host",
-                    login.user
-                ),
-                None => "no forge token: tea is not configured in sandboxes; add a read-only FORGEJO_AGENT_TOKEN \
-                         to .sandcastle/.env to let agents read the forge"
-                    .to_string(),
-            }),
-        );
-        report.line(
-            "claims",
-            live_claims(&forge, &creds.user).map(|claims| {
-                if claims.is_empty() {
-                    "no orchestrator holds a claim now".to_string()
-                } else {
-                    claims.join("; ")
-                }
-            }),
-        );
-        report.line(
-            "labels",
-            forge.labels().and_then(|labels| {
-                let missing: Vec<&str> = LIFECYCLE_LABELS
-                    .iter()
-                    .map(|(name, _)| *name)
-                    .filter(|name| !labels.iter().any(|l| l.name == *name))
-                    .collect();
-                if missing.is_empty() {
-                    Ok("all lifecycle labels exist".to_string())
-                } else {
-                    bail!(
-                        "missing {}: `sandcastle run` creates them",
-                        missing.join(", ")
-                    )
-                }
-            }),
-        );
+    if reached.is_none() {
+        return;
     }
-    Ok(if report.failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    let login = forge.current_user();
+    let shown = match &login {
+        Ok(user) => Ok(format!("accepted, as {user}")),
+        Err(e) => Err(anyhow::anyhow!("{e:#}")),
+    };
+    report.line("token", shown);
+    report.line("sandboxes", sandbox_login(settings, creds, &login));
+    report.line("claims", claims_held(&forge, &creds.user));
+    report.line("labels", lifecycle_labels(&forge));
+}
+
+/// The forge login sandboxes get, if any; checked only once the forge accepts `FORGEJO_TOKEN`.
+fn sandbox_login(
+    settings: &Settings,
+    creds: &Credentials,
+    login: &Result<String>,
+) -> Result<String> {
+    let agent = match login {
+        Ok(login) => settings.agent_login(creds, login),
+        Err(_) => Err(anyhow::anyhow!(
+            "not checked: the forge does not accept FORGEJO_TOKEN (see above)"
+        )),
+    };
+    agent.map(|login| match login {
+        Some(login) => format!(
+            "tea reads the forge as {} (FORGEJO_AGENT_TOKEN; give it read-only scopes); FORGEJO_TOKEN stays on the host",
+            login.user
+        ),
+        None => "no forge token: tea is not configured in sandboxes; add a read-only FORGEJO_AGENT_TOKEN \
+                 to .sandcastle/.env to let agents read the forge"
+            .to_string(),
     })
+}
+
+fn claims_held(forge: &Forge, login: &str) -> Result<String> {
+    live_claims(forge, login).map(|claims| {
+        if claims.is_empty() {
+            "no orchestrator holds a claim now".to_string()
+        } else {
+            claims.join("; ")
+        }
+    })
+}
+
+/// Every lifecycle label exists on the repository.
+fn lifecycle_labels(forge: &Forge) -> Result<String> {
+    let labels = forge.labels()?;
+    let missing: Vec<&str> = LIFECYCLE_LABELS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !labels.iter().any(|l| l.name == *name))
+        .collect();
+    if missing.is_empty() {
+        Ok("all lifecycle labels exist".to_string())
+    } else {
+        bail!(
+            "missing {}: `sandcastle run` creates them",
+            missing.join(", ")
+        )
+    }
 }
 
 /// Each program `sandcastle` runs on the host, where `PATH` finds it.
@@ -312,7 +340,7 @@ fn template_placeholders(project: &Path) -> Result<String> {
 }
 
 /// Every live claim on the work sandcastle could take up: `#N held by ID until T`.
-fn live_claims(forge: &sandcastle_core::forge::Forge, login: &str) -> Result<Vec<String>> {
+fn live_claims(forge: &Forge, login: &str) -> Result<Vec<String>> {
     let mut numbers: Vec<u64> = forge
         .open_issues(&["ready-for-agent"])?
         .iter()

@@ -369,144 +369,23 @@ impl Figures {
     pub fn compute(runs: &[RunRecord], facts: &ForgeFacts, since: Option<String>) -> Figures {
         let mut runs: Vec<&RunRecord> = runs.iter().collect();
         runs.sort_by_key(|r| r.started_at);
-        let mut issues: BTreeMap<u64, Tally> = BTreeMap::new();
-        let mut reworks: BTreeMap<u64, Tally> = BTreeMap::new();
-        let mut weeks: BTreeMap<String, Week> = BTreeMap::new();
-        let mut cost = Cost {
-            total_usd: 0.0,
-            planning_usd: 0.0,
-            per_issue: cost_spread(&[]),
-            per_merged_pull: cost_spread(&[]),
-        };
-        let mut gave_up = Vec::new();
-        for run in &runs {
-            for work in &run.work {
-                let spent = work.total.usage.cost_usd;
-                cost.total_usd += spent;
-                let started = work.started_at.unwrap_or(run.started_at);
-                week_entry(&mut weeks, started).cost_usd += spent;
-                match WorkKey::from_report(&work.key) {
-                    Some(WorkKey::Plan) => cost.planning_usd += spent,
-                    Some(WorkKey::Issue(n)) => issues.entry(n).or_default().add(work),
-                    Some(WorkKey::Pull(n)) => reworks.entry(n).or_default().add(work),
-                    None => {}
-                }
-                if let Some(reason) = gave_up_reason(work) {
-                    gave_up.push(GaveUp {
-                        key: work.key.clone(),
-                        run_id: run.run_id.clone(),
-                        at: started,
-                        reason,
-                    });
-                }
-            }
-        }
-        // A pull request's rework is its issue's cost; one no issue here opened stays apart.
-        let mut by_pull: BTreeMap<u64, u64> = BTreeMap::new();
-        for (number, tally) in &issues {
-            if let Some(pull) = tally.pull {
-                by_pull.insert(pull, *number);
-            }
-        }
-        for (pull, rework) in &reworks {
-            if let Some(issue) = by_pull.get(pull) {
-                issues.get_mut(issue).expect("listed above").absorb(rework);
-            }
-        }
-
-        let mut rows = Vec::new();
-        let mut counts = PullCounts {
-            opened: 0,
-            merged: 0,
-            closed: 0,
-            open: 0,
-            reverted: 0,
-            merge_rate: None,
-        };
-        let (mut ready_to_pull, mut pull_to_merge) = (Vec::new(), Vec::new());
-        let mut week_waits: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-        for (issue, tally) in &issues {
-            let Some(number) = tally.pull else { continue };
-            counts.opened += 1;
-            let fate = facts.pulls.get(&number);
-            let state = match fate {
-                None => PullState::Unknown,
-                Some(f) if f.merged_at.is_some() => PullState::Merged,
-                Some(f) if f.closed => PullState::Closed,
-                Some(_) => PullState::Open,
-            };
-            match state {
-                PullState::Merged => counts.merged += 1,
-                PullState::Closed => counts.closed += 1,
-                PullState::Open => counts.open += 1,
-                PullState::Unknown => {}
-            }
-            let reverted_by = facts.reverted.get(&number).cloned();
-            counts.reverted += usize::from(reverted_by.is_some());
-            let created_at = fate.and_then(|f| f.created_at);
-            let merged_at = fate.and_then(|f| f.merged_at);
-            let ready_at = created_at.and_then(|created| {
-                let labelled = facts.labelled.get(issue)?;
-                labelled.iter().rev().find(|at| **at <= created).copied()
-            });
-            let ready = ready_at.zip(created_at).map(|(r, c)| seconds(r, c));
-            let merge = created_at.zip(merged_at).map(|(c, m)| seconds(c, m));
-            if let (Some(wait), Some(created)) = (ready, created_at) {
-                ready_to_pull.push(wait);
-                week_waits.entry(week_of(created)).or_default().0.push(wait);
-            }
-            if let Some(created) = created_at {
-                week_entry(&mut weeks, created).pulls_opened += 1;
-            }
-            if let (Some(wait), Some(merged)) = (merge, merged_at) {
-                pull_to_merge.push(wait);
-                week_waits.entry(week_of(merged)).or_default().1.push(wait);
-                week_entry(&mut weeks, merged).pulls_merged += 1;
-            }
-            rows.push(PullRow {
-                number,
-                issue: *issue,
-                title: fate.map(|f| f.title.clone()).unwrap_or_default(),
-                url: format!("{}{number}", facts.pulls_url),
-                state,
-                reverted_by,
-                created_at,
-                merged_at,
-                cost_usd: tally.cost,
-                iterations: tally.iterations,
-                ready_to_pull_seconds: ready,
-                pull_to_merge_seconds: merge,
-            });
-        }
-        let decided = counts.merged + counts.closed;
-        counts.merge_rate = (decided > 0).then(|| counts.merged as f64 / decided as f64);
-        for (name, (ready, merge)) in week_waits {
-            let week = week_entry(&mut weeks, name_to_time(&name));
-            week.ready_to_pull_seconds = Spread::of(&ready).median;
-            week.pull_to_merge_seconds = Spread::of(&merge).median;
-        }
-
+        let RunTotals {
+            mut issues,
+            reworks,
+            mut weeks,
+            total_usd,
+            planning_usd,
+            gave_up,
+        } = RunTotals::of(&runs);
+        charge_reworks(&mut issues, &reworks);
+        let pulls = Pulls::of(&issues, facts, &mut weeks);
         let all: Vec<&Tally> = issues.values().collect();
-        let merged: Vec<&Tally> = rows
+        let merged: Vec<&Tally> = pulls
+            .rows
             .iter()
             .filter(|r| r.state == PullState::Merged)
             .filter_map(|r| issues.get(&r.issue))
             .collect();
-        cost.per_issue = cost_spread(&all);
-        cost.per_merged_pull = cost_spread(&merged);
-        let gated: Vec<bool> = all.iter().filter_map(|t| t.gate_first_passed).collect();
-        let first_pass = gated.iter().filter(|p| **p).count();
-        let spread =
-            |f: fn(&Tally) -> u32| Spread::of(&all.iter().map(|t| f(t) as f64).collect::<Vec<_>>());
-        let work = WorkFigures {
-            iterations: spread(|t| t.iterations),
-            gate_runs: spread(|t| t.gate_runs),
-            gate_runs_total: all.iter().map(|t| u64::from(t.gate_runs)).sum(),
-            first_pass,
-            first_pass_of: gated.len(),
-            first_pass_rate: (!gated.is_empty()).then(|| first_pass as f64 / gated.len() as f64),
-            reviewer_rounds: spread(|t| t.reviewer_rounds),
-        };
         let every = || runs.iter().flat_map(|r| &r.work);
         Figures {
             version: VERSION,
@@ -515,19 +394,225 @@ impl Figures {
             first_run: runs.first().map(|r| r.started_at),
             last_run: runs.last().map(|r| r.started_at),
             issues: issues.len(),
-            pulls: counts,
-            cost,
-            time: Times {
-                ready_to_pull_seconds: Spread::of(&ready_to_pull),
-                pull_to_merge_seconds: Spread::of(&pull_to_merge),
+            pulls: pulls.counts,
+            cost: Cost {
+                total_usd,
+                planning_usd,
+                per_issue: cost_spread(&all),
+                per_merged_pull: cost_spread(&merged),
             },
-            work,
+            time: Times {
+                ready_to_pull_seconds: Spread::of(&pulls.ready_to_pull),
+                pull_to_merge_seconds: Spread::of(&pulls.pull_to_merge),
+            },
+            work: work_figures(&all),
             questions: merge_asked(every().flat_map(|w| &w.questions)),
             asks: merge_asked(every().flat_map(|w| &w.asks)),
             gave_up,
             weeks: weeks.into_values().collect(),
-            pull_requests: rows,
+            pull_requests: pulls.rows,
         }
+    }
+}
+
+/// What the runs' work adds up to before the forge is asked: each issue's and each pull request's
+/// tally, the cost by week, and the work given up.
+struct RunTotals {
+    issues: BTreeMap<u64, Tally>,
+    reworks: BTreeMap<u64, Tally>,
+    weeks: BTreeMap<String, Week>,
+    total_usd: f64,
+    planning_usd: f64,
+    gave_up: Vec<GaveUp>,
+}
+
+impl RunTotals {
+    /// `runs` oldest first.
+    fn of(runs: &[&RunRecord]) -> RunTotals {
+        let mut totals = RunTotals {
+            issues: BTreeMap::new(),
+            reworks: BTreeMap::new(),
+            weeks: BTreeMap::new(),
+            total_usd: 0.0,
+            planning_usd: 0.0,
+            gave_up: Vec::new(),
+        };
+        for run in runs {
+            for work in &run.work {
+                totals.add(run, work);
+            }
+        }
+        totals
+    }
+
+    fn add(&mut self, run: &RunRecord, work: &WorkReport) {
+        let spent = work.total.usage.cost_usd;
+        self.total_usd += spent;
+        let started = work.started_at.unwrap_or(run.started_at);
+        week_entry(&mut self.weeks, started).cost_usd += spent;
+        match WorkKey::from_report(&work.key) {
+            Some(WorkKey::Plan) => self.planning_usd += spent,
+            Some(WorkKey::Issue(n)) => self.issues.entry(n).or_default().add(work),
+            Some(WorkKey::Pull(n)) => self.reworks.entry(n).or_default().add(work),
+            None => {}
+        }
+        if let Some(reason) = gave_up_reason(work) {
+            self.gave_up.push(GaveUp {
+                key: work.key.clone(),
+                run_id: run.run_id.clone(),
+                at: started,
+                reason,
+            });
+        }
+    }
+}
+
+/// A pull request's rework is its issue's cost; one no issue here opened stays apart.
+fn charge_reworks(issues: &mut BTreeMap<u64, Tally>, reworks: &BTreeMap<u64, Tally>) {
+    let mut by_pull: BTreeMap<u64, u64> = BTreeMap::new();
+    for (number, tally) in issues.iter() {
+        if let Some(pull) = tally.pull {
+            by_pull.insert(pull, *number);
+        }
+    }
+    for (pull, rework) in reworks {
+        if let Some(issue) = by_pull.get(pull) {
+            issues.get_mut(issue).expect("listed above").absorb(rework);
+        }
+    }
+}
+
+/// The pull requests the issues opened, as the forge tells of them, with every wait.
+struct Pulls {
+    rows: Vec<PullRow>,
+    counts: PullCounts,
+    ready_to_pull: Vec<f64>,
+    pull_to_merge: Vec<f64>,
+}
+
+impl Pulls {
+    /// Also counts each pull request in the week it opened and the week it merged, and sets each
+    /// week's median waits.
+    fn of(
+        issues: &BTreeMap<u64, Tally>,
+        facts: &ForgeFacts,
+        weeks: &mut BTreeMap<String, Week>,
+    ) -> Pulls {
+        let mut pulls = Pulls {
+            rows: Vec::new(),
+            counts: PullCounts {
+                opened: 0,
+                merged: 0,
+                closed: 0,
+                open: 0,
+                reverted: 0,
+                merge_rate: None,
+            },
+            ready_to_pull: Vec::new(),
+            pull_to_merge: Vec::new(),
+        };
+        let mut week_waits: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for (issue, tally) in issues {
+            let Some(number) = tally.pull else { continue };
+            let row = pull_row(*issue, number, tally, facts);
+            pulls.count(&row);
+            if let (Some(wait), Some(created)) = (row.ready_to_pull_seconds, row.created_at) {
+                pulls.ready_to_pull.push(wait);
+                week_waits.entry(week_of(created)).or_default().0.push(wait);
+            }
+            if let Some(created) = row.created_at {
+                week_entry(weeks, created).pulls_opened += 1;
+            }
+            if let (Some(wait), Some(merged)) = (row.pull_to_merge_seconds, row.merged_at) {
+                pulls.pull_to_merge.push(wait);
+                week_waits.entry(week_of(merged)).or_default().1.push(wait);
+                week_entry(weeks, merged).pulls_merged += 1;
+            }
+            pulls.rows.push(row);
+        }
+        let counts = &mut pulls.counts;
+        let decided = counts.merged + counts.closed;
+        counts.merge_rate = (decided > 0).then(|| counts.merged as f64 / decided as f64);
+        set_week_medians(weeks, week_waits);
+        pulls
+    }
+
+    fn count(&mut self, row: &PullRow) {
+        let counts = &mut self.counts;
+        counts.opened += 1;
+        match row.state {
+            PullState::Merged => counts.merged += 1,
+            PullState::Closed => counts.closed += 1,
+            PullState::Open => counts.open += 1,
+            PullState::Unknown => {}
+        }
+        counts.reverted += usize::from(row.reverted_by.is_some());
+    }
+}
+
+/// Each week's median waits: ready to pull request over the pull requests opened that week, pull
+/// request to merge over those merged that week.
+fn set_week_medians(
+    weeks: &mut BTreeMap<String, Week>,
+    waits: BTreeMap<String, (Vec<f64>, Vec<f64>)>,
+) {
+    for (name, (ready, merge)) in waits {
+        let week = week_entry(weeks, name_to_time(&name));
+        week.ready_to_pull_seconds = Spread::of(&ready).median;
+        week.pull_to_merge_seconds = Spread::of(&merge).median;
+    }
+}
+
+/// The pull request `number` that `issue` opened, with what the forge says of it.
+fn pull_row(issue: u64, number: u64, tally: &Tally, facts: &ForgeFacts) -> PullRow {
+    let fate = facts.pulls.get(&number);
+    let created_at = fate.and_then(|f| f.created_at);
+    let merged_at = fate.and_then(|f| f.merged_at);
+    let ready_at = created_at.and_then(|created| last_ready(facts, issue, created));
+    PullRow {
+        number,
+        issue,
+        title: fate.map(|f| f.title.clone()).unwrap_or_default(),
+        url: format!("{}{number}", facts.pulls_url),
+        state: pull_state(fate),
+        reverted_by: facts.reverted.get(&number).cloned(),
+        created_at,
+        merged_at,
+        cost_usd: tally.cost,
+        iterations: tally.iterations,
+        ready_to_pull_seconds: ready_at.zip(created_at).map(|(r, c)| seconds(r, c)),
+        pull_to_merge_seconds: created_at.zip(merged_at).map(|(c, m)| seconds(c, m)),
+    }
+}
+
+fn pull_state(fate: Option<&PullFate>) -> PullState {
+    match fate {
+        None => PullState::Unknown,
+        Some(f) if f.merged_at.is_some() => PullState::Merged,
+        Some(f) if f.closed => PullState::Closed,
+        Some(_) => PullState::Open,
+    }
+}
+
+/// The last time `ready-for-agent` was added to `issue` at or before `created`.
+fn last_ready(facts: &ForgeFacts, issue: u64, created: Timestamp) -> Option<Timestamp> {
+    let labelled = facts.labelled.get(&issue)?;
+    labelled.iter().rev().find(|at| **at <= created).copied()
+}
+
+fn work_figures(all: &[&Tally]) -> WorkFigures {
+    let gated: Vec<bool> = all.iter().filter_map(|t| t.gate_first_passed).collect();
+    let first_pass = gated.iter().filter(|p| **p).count();
+    let spread =
+        |f: fn(&Tally) -> u32| Spread::of(&all.iter().map(|t| f(t) as f64).collect::<Vec<_>>());
+    WorkFigures {
+        iterations: spread(|t| t.iterations),
+        gate_runs: spread(|t| t.gate_runs),
+        gate_runs_total: all.iter().map(|t| u64::from(t.gate_runs)).sum(),
+        first_pass,
+        first_pass_of: gated.len(),
+        first_pass_rate: (!gated.is_empty()).then(|| first_pass as f64 / gated.len() as f64),
+        reviewer_rounds: spread(|t| t.reviewer_rounds),
     }
 }
 

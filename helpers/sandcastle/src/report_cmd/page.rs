@@ -1,7 +1,7 @@
 //! The figures as one self-contained HTML page: inline CSS and SVG charts, no script, nothing
 //! fetched (a Content-Security-Policy says so to the browser too). Every string from a report or
 //! the forge passes [`escape`] on its way in.
-use super::figures::{CostSpread, Figures, PullState, Spread};
+use super::figures::{CostSpread, Figures, PullRow, PullState, Spread};
 use super::{Show, duration, money, percent};
 use anyhow::{Context as _, Result};
 use std::fmt::Write as _;
@@ -58,9 +58,27 @@ const COST_COLOR: &str = "#0969da";
 const READY_COLOR: &str = "#bf8700";
 const MERGE_COLOR: &str = "#1a7f37";
 
+/// The page: a heading, the headline cards, the weekly charts, then the tables.
 pub fn render(f: &Figures, repo: &str) -> String {
     let mut page = String::new();
-    let day = |t: Option<jiff::Timestamp>| t.map_or("-".to_string(), super::figures::day_of);
+    heading(&mut page, f, repo);
+    cards(&mut page, f);
+    cost_chart(&mut page, f);
+    time_chart(&mut page, f);
+    figures_table(&mut page, f);
+    pull_requests_table(&mut page, f);
+    gave_up_table(&mut page, f);
+    page += "</body></html>\n";
+    page
+}
+
+/// The day of `at`, or `-` when there is none.
+fn day(at: Option<jiff::Timestamp>) -> String {
+    at.map_or("-".to_string(), super::figures::day_of)
+}
+
+/// The document's head and the title with the runs' span.
+fn heading(page: &mut String, f: &Figures, repo: &str) {
     let _ = write!(
         page,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -76,6 +94,10 @@ pub fn render(f: &Figures, repo: &str) -> String {
             .map_or(String::new(), |s| format!(" (since {})", escape(s))),
         repo = escape(repo),
     );
+}
+
+/// The headline figures, one card each.
+fn cards(page: &mut String, f: &Figures) {
     let p = &f.pulls;
     let cards = [
         ("pulls-opened", "pull requests opened", p.opened.to_string()),
@@ -96,7 +118,7 @@ pub fn render(f: &Figures, repo: &str) -> String {
             percent(f.work.first_pass_rate),
         ),
     ];
-    page += "<div class=\"cards\">";
+    *page += "<div class=\"cards\">";
     for (id, label, value) in cards {
         let _ = write!(
             page,
@@ -104,13 +126,18 @@ pub fn render(f: &Figures, repo: &str) -> String {
             escape(&value)
         );
     }
-    page += "</div>\n";
+    *page += "</div>\n";
+}
 
-    page += "<h2>Cost per week</h2>\n";
-    let weeks: Vec<String> = f.weeks.iter().map(|w| w.week.clone()).collect();
-    page += &chart(
+fn week_names(f: &Figures) -> Vec<String> {
+    f.weeks.iter().map(|w| w.week.clone()).collect()
+}
+
+fn cost_chart(page: &mut String, f: &Figures) {
+    *page += "<h2>Cost per week</h2>\n";
+    *page += &chart(
         "cost-chart",
-        &weeks,
+        &week_names(f),
         &[Series {
             name: "cost (US dollars)",
             color: COST_COLOR,
@@ -118,11 +145,15 @@ pub fn render(f: &Figures, repo: &str) -> String {
         }],
         money,
     );
-    page += "<h2>Time per week (medians)</h2>\n";
+}
+
+/// The weekly medians of ready-for-agent to pull request and of pull request to merge, in hours.
+fn time_chart(page: &mut String, f: &Figures) {
+    *page += "<h2>Time per week (medians)</h2>\n";
     let hours = |v: Option<f64>| v.map(|s| s / 3600.0);
-    page += &chart(
+    *page += &chart(
         "time-chart",
-        &weeks,
+        &week_names(f),
         &[
             Series {
                 name: "ready-for-agent → PR (opened that week)",
@@ -145,13 +176,16 @@ pub fn render(f: &Figures, repo: &str) -> String {
         ],
         |h| duration(h * 3600.0),
     );
+}
 
-    page += "<h2>Figures</h2>\n<table id=\"figures\"><tr><th></th><th class=\"n\">median</th>\
+/// The spreads (median, p90, count), then the totals in a sentence.
+fn figures_table(page: &mut String, f: &Figures) {
+    *page += "<h2>Figures</h2>\n<table id=\"figures\"><tr><th></th><th class=\"n\">median</th>\
 <th class=\"n\">p90</th><th class=\"n\">n</th></tr>\n";
-    cost_rows(&mut page, "cost per issue", &f.cost.per_issue);
-    cost_rows(&mut page, "cost per merged PR", &f.cost.per_merged_pull);
+    cost_rows(page, "cost per issue", &f.cost.per_issue);
+    cost_rows(page, "cost per merged PR", &f.cost.per_merged_pull);
     for (label, spread, show) in super::spread_rows(f) {
-        spread_row(&mut page, label, spread, show);
+        spread_row(page, label, spread, show);
     }
     let _ = write!(
         page,
@@ -166,61 +200,70 @@ Questions: {} asked, {} answered. Asks: {} asked, {} answered.</p>\n",
         f.asks.asked,
         f.asks.answered
     );
+}
 
-    page += "<h2>Pull requests</h2>\n<table id=\"pulls\"><tr><th>#</th><th>title</th><th>issue</th>\
+fn pull_requests_table(page: &mut String, f: &Figures) {
+    *page += "<h2>Pull requests</h2>\n<table id=\"pulls\"><tr><th>#</th><th>title</th><th>issue</th>\
 <th>state</th><th>opened</th><th>merged</th><th class=\"n\">cost</th><th class=\"n\">iterations</th>\
 <th class=\"n\">ready → PR</th><th class=\"n\">PR → merge</th></tr>\n";
     for row in &f.pull_requests {
-        let state = match (row.state, &row.reverted_by) {
-            (PullState::Merged, Some(_)) => "merged, reverted".to_string(),
-            (state, _) => state.name().to_string(),
-        };
-        let link = |text: &str| {
-            if row.url.starts_with("https://") || row.url.starts_with("http://") {
-                format!("<a href=\"{}\">{}</a>", escape(&row.url), escape(text))
-            } else {
-                escape(text)
-            }
-        };
-        let time = |v: Option<f64>| v.map_or("-".to_string(), duration);
+        pull_row(page, row);
+    }
+    *page += "</table>\n";
+}
+
+/// One pull request; its number and title link to its page when that is a web address.
+fn pull_row(page: &mut String, row: &PullRow) {
+    let state = match (row.state, &row.reverted_by) {
+        (PullState::Merged, Some(_)) => "merged, reverted".to_string(),
+        (state, _) => state.name().to_string(),
+    };
+    let link = |text: &str| {
+        if row.url.starts_with("https://") || row.url.starts_with("http://") {
+            format!("<a href=\"{}\">{}</a>", escape(&row.url), escape(text))
+        } else {
+            escape(text)
+        }
+    };
+    let time = |v: Option<f64>| v.map_or("-".to_string(), duration);
+    let _ = writeln!(
+        page,
+        "<tr><td>{}</td><td class=\"t\">{}</td><td>#{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>\
+<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+        link(&format!("#{}", row.number)),
+        link(&row.title),
+        row.issue,
+        row.state.name(),
+        escape(&state),
+        day(row.created_at),
+        day(row.merged_at),
+        money(row.cost_usd),
+        row.iterations,
+        time(row.ready_to_pull_seconds),
+        time(row.pull_to_merge_seconds),
+    );
+}
+
+/// The work given up and why; nothing when none was.
+fn gave_up_table(page: &mut String, f: &Figures) {
+    if f.gave_up.is_empty() {
+        return;
+    }
+    let _ = write!(
+        page,
+        "<h2>Given up ({})</h2>\n<table id=\"gave-up\"><tr><th>work</th><th>day</th><th>why</th></tr>\n",
+        f.gave_up.len()
+    );
+    for g in &f.gave_up {
         let _ = writeln!(
             page,
-            "<tr><td>{}</td><td class=\"t\">{}</td><td>#{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>\
-<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            link(&format!("#{}", row.number)),
-            link(&row.title),
-            row.issue,
-            row.state.name(),
-            escape(&state),
-            day(row.created_at),
-            day(row.merged_at),
-            money(row.cost_usd),
-            row.iterations,
-            time(row.ready_to_pull_seconds),
-            time(row.pull_to_merge_seconds),
+            "<tr><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
+            escape(&g.key),
+            super::figures::day_of(g.at),
+            escape(&g.reason)
         );
     }
-    page += "</table>\n";
-
-    if !f.gave_up.is_empty() {
-        let _ = write!(
-            page,
-            "<h2>Given up ({})</h2>\n<table id=\"gave-up\"><tr><th>work</th><th>day</th><th>why</th></tr>\n",
-            f.gave_up.len()
-        );
-        for g in &f.gave_up {
-            let _ = writeln!(
-                page,
-                "<tr><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
-                escape(&g.key),
-                super::figures::day_of(g.at),
-                escape(&g.reason)
-            );
-        }
-        page += "</table>\n";
-    }
-    page += "</body></html>\n";
-    page
+    *page += "</table>\n";
 }
 
 fn spread_row(page: &mut String, label: &str, spread: &Spread, show: Show) {
@@ -261,14 +304,16 @@ struct Series<'a> {
     values: Vec<Option<f64>>,
 }
 
+/// The charts' size and margins, in SVG units.
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 260.0;
+const LEFT: f64 = 70.0;
+const BOTTOM: f64 = 40.0;
+const TOP: f64 = 20.0;
+
 /// A bar chart, one group of bars per week; each bar carries its value (`data-value`) and a
 /// tooltip.
 fn chart(id: &str, weeks: &[String], series: &[Series], show: impl Fn(f64) -> String) -> String {
-    const WIDTH: f64 = 960.0;
-    const HEIGHT: f64 = 260.0;
-    const LEFT: f64 = 70.0;
-    const BOTTOM: f64 = 40.0;
-    const TOP: f64 = 20.0;
     let top = series
         .iter()
         .flat_map(|s| s.values.iter().flatten())
@@ -277,25 +322,7 @@ fn chart(id: &str, weeks: &[String], series: &[Series], show: impl Fn(f64) -> St
     let plot = HEIGHT - BOTTOM - TOP;
     let slot = (WIDTH - LEFT - 10.0) / weeks.len().max(1) as f64;
     let bar = (slot * 0.8 / series.len().max(1) as f64).min(60.0);
-    let mut svg = format!(
-        "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
-width=\"100%\" role=\"img\">\n<line x1=\"{LEFT}\" y1=\"{base}\" x2=\"{right}\" y2=\"{base}\" stroke=\"#888\"/>\
-<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\" stroke=\"#888\"/>\
-<line x1=\"{LEFT}\" y1=\"{mid}\" x2=\"{right}\" y2=\"{mid}\" stroke=\"#e5e5e5\"/>\
-<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{right}\" y2=\"{TOP}\" stroke=\"#e5e5e5\"/>\
-<text x=\"{tx}\" y=\"{base}\" text-anchor=\"end\">{zero}</text>\
-<text x=\"{tx}\" y=\"{mid_label}\" text-anchor=\"end\">{half}</text>\
-<text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{max}</text>\n",
-        base = HEIGHT - BOTTOM,
-        mid = TOP + plot / 2.0,
-        mid_label = TOP + plot / 2.0 + 4.0,
-        right = WIDTH - 10.0,
-        tx = LEFT - 6.0,
-        ty = TOP + 4.0,
-        zero = escape(&show(0.0)),
-        half = escape(&show(scale / 2.0)),
-        max = escape(&show(scale)),
-    );
+    let mut svg = axes(id, scale, &show);
     let every = weeks.len().div_ceil(12).max(1);
     for (i, week) in weeks.iter().enumerate() {
         let middle = LEFT + i as f64 * slot + slot / 2.0;
@@ -331,14 +358,43 @@ x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{color}\">\
             );
         }
     }
-    svg += "</svg>\n<div class=\"legend\">";
+    svg + &legend(series)
+}
+
+/// The chart's opening: the axes, the grid lines at half and full `scale`, and their labels.
+fn axes(id: &str, scale: f64, show: impl Fn(f64) -> String) -> String {
+    let plot = HEIGHT - BOTTOM - TOP;
+    format!(
+        "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" \
+width=\"100%\" role=\"img\">\n<line x1=\"{LEFT}\" y1=\"{base}\" x2=\"{right}\" y2=\"{base}\" stroke=\"#888\"/>\
+<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\" stroke=\"#888\"/>\
+<line x1=\"{LEFT}\" y1=\"{mid}\" x2=\"{right}\" y2=\"{mid}\" stroke=\"#e5e5e5\"/>\
+<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{right}\" y2=\"{TOP}\" stroke=\"#e5e5e5\"/>\
+<text x=\"{tx}\" y=\"{base}\" text-anchor=\"end\">{zero}</text>\
+<text x=\"{tx}\" y=\"{mid_label}\" text-anchor=\"end\">{half}</text>\
+<text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{max}</text>\n",
+        base = HEIGHT - BOTTOM,
+        mid = TOP + plot / 2.0,
+        mid_label = TOP + plot / 2.0 + 4.0,
+        right = WIDTH - 10.0,
+        tx = LEFT - 6.0,
+        ty = TOP + 4.0,
+        zero = escape(&show(0.0)),
+        half = escape(&show(scale / 2.0)),
+        max = escape(&show(scale)),
+    )
+}
+
+/// The chart's closing and its legend: each series' color and name.
+fn legend(series: &[Series]) -> String {
+    let mut legend = "</svg>\n<div class=\"legend\">".to_string();
     for s in series {
         let _ = write!(
-            svg,
+            legend,
             "<span style=\"background:{}\"></span>{}",
             s.color,
             escape(s.name)
         );
     }
-    svg + " (weeks start on Monday, UTC)</div>\n"
+    legend + " (weeks start on Monday, UTC)</div>\n"
 }
