@@ -1,10 +1,13 @@
 //! The real Claude Code CLI in a real sandbox against the scripted Messages API (`fake-anthropic`).
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
+use super::command::RUN_AGENT;
 use super::*;
+use crate::sandbox::WORKSPACE;
 use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
 use crate::secrets::{EnvFile, Redactor};
 use fake_anthropic::{FakeAnthropic, Scenario};
 use std::process::Command;
+use std::time::Instant;
 
 const API_KEY: &str = "sk-ant-test-key-never-printed";
 
