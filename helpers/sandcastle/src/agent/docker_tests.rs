@@ -327,7 +327,9 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
     workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
     let mut agent = agent_run("Do TASK-sleep.", logs.path(), 2);
-    agent.idle_timeout = Duration::from_secs(3);
+    // Long enough for Claude Code to start and open its session on a busy machine, well short of
+    // the tool's 30 seconds.
+    agent.idle_timeout = Duration::from_secs(10);
 
     let started = Instant::now();
     let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
@@ -342,7 +344,7 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
     };
     assert!(
         message.starts_with(
-            "implementer iteration 2 (claude-sonnet-4-6) gave no output for 3s (idleTimeout) and was stopped"
+            "implementer iteration 2 (claude-sonnet-4-6) gave no output for 10s (idleTimeout) and was stopped"
         ),
         "{message}"
     );
