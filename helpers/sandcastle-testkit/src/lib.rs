@@ -7,5 +7,5 @@
 pub mod git;
 pub mod world;
 
-pub use git::{Checkout, git};
+pub use git::git;
 pub use world::World;
