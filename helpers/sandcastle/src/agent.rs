@@ -1,7 +1,8 @@
 //! One agent iteration: Claude Code in a sandbox, its stream parsed, its transcript and session saved.
 //!
-//! The stream is read on a thread and handed over a channel, so the loop here can give up after
-//! `idle_timeout` without output, or `exit_grace` after the result. Giving up kills the `docker exec`
+//! A turn is its command line (`command.rs`), the stream pump (`pump.rs`) and its ending
+//! (`ending.rs`). The stream is read on a thread and handed over a channel, so the pump can give up
+//! after `idle_timeout` without output, or `exit_grace` after the result. Giving up kills the `docker exec`
 //! client; after every iteration, every process of the agent user inside the container is killed
 //! too: killing the client alone would leave Claude Code (and whatever the agent started in the
 //! background) running in a container that the next iteration reuses. When Claude Code exits by

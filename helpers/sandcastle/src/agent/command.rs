@@ -120,3 +120,100 @@ fn claude_args(run: &AgentRun) -> Vec<String> {
     }
     args
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{CommitsOut, SavedSession, TimeLimit};
+    use crate::role::Role;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn turn<'a>(role: Role, resume: Option<&'a SavedSession>) -> AgentRun<'a> {
+        AgentRun {
+            role,
+            model: "claude-sonnet-4-6",
+            prompt: "Do it.",
+            resume,
+            idle_timeout: Duration::from_secs(60),
+            time_limit: TimeLimit {
+                after: Duration::from_secs(600),
+                key: "[sandbox] turnTimeout",
+            },
+            exit_grace: Duration::from_secs(5),
+            log_dir: Path::new("/nonexistent"),
+            iteration: 1,
+            commits: CommitsOut {
+                known_tip: "0".repeat(40),
+                file: "/nonexistent/commits".into(),
+            },
+        }
+    }
+
+    /// Claude Code's part of the argument list, from `claude` on.
+    fn claude(line: &CommandLine) -> Vec<&str> {
+        let at = line.argv.iter().position(|a| a == "claude").unwrap();
+        line.argv[at..].iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn a_working_role_gets_its_tools_and_a_session_the_host_names() {
+        let line = CommandLine::new(&turn(Role::Implementer, None));
+        let mcp = crate::mcp::config();
+        assert_eq!(
+            claude(&line),
+            [
+                "claude",
+                "--print",
+                "--verbose",
+                "--output-format",
+                "stream-json",
+                "--model",
+                "claude-sonnet-4-6",
+                "--dangerously-skip-permissions",
+                "--mcp-config",
+                &mcp,
+                "--session-id",
+                &line.session_id,
+                "-p",
+                "-",
+            ]
+        );
+        assert!(uuid::Uuid::try_parse(&line.session_id).is_ok());
+        assert!(line.argv.contains(&path_in_container(&line.session_id)));
+    }
+
+    #[test]
+    fn a_reasoning_role_gets_no_tools_and_a_resumed_session_keeps_its_id() {
+        let saved = SavedSession {
+            session_id: "3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b".into(),
+            file: "/nonexistent/session.jsonl".into(),
+        };
+        let line = CommandLine::new(&turn(Role::Assessor, Some(&saved)));
+        let args = claude(&line);
+        assert_eq!(
+            args[7..],
+            [
+                "--tools",
+                "",
+                "--max-turns",
+                "3",
+                "--resume",
+                "3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b",
+                "-p",
+                "-",
+            ]
+        );
+        assert_eq!(line.session_id, saved.session_id);
+    }
+
+    /// The marker comes in on stdin only: no argument carries its word.
+    #[test]
+    fn the_marker_is_on_stdin_and_in_no_argument() {
+        let line = CommandLine::new(&turn(Role::Implementer, None));
+        let word = line.marker.rsplit(' ').next().unwrap();
+        assert!(line.marker.as_bytes().starts_with(hand_out::MARKER));
+        assert!(line.argv.iter().all(|arg| !arg.contains(word)));
+        assert_eq!(line.stdin("Do it."), format!("{}\nDo it.", line.marker));
+    }
+}
