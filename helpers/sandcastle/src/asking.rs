@@ -18,13 +18,13 @@ pub use forge::{escape, replies_after};
 
 use crate::context::Context;
 use crate::publish::post_once;
-use crate::questions::{self, Questions, Reply};
 use crate::report::Asked;
-use crate::role::WorkKey;
 use crate::state::{Answer, Channel, Waiting, WorkState};
 use anyhow::Result;
 use jiff::Timestamp;
 pub use sandcastle_config::Handler;
+use sandcastle_core::questions::{self, Questions, Reply};
+use sandcastle_core::role::WorkKey;
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::path::Path;

@@ -4,16 +4,16 @@
 //! saved `Waiting`, `needs-info`, writers' answers), and each answer is what the next assessment
 //! sees, for at most `[clarify] maxRounds` rounds. An assessment that fails never blocks: work
 //! starts and the report says so. With nobody to ask, the run stops (exit status 3) with guidance.
-use crate::agent::{Ending, TimeLimit};
 use crate::asking;
-use crate::assessment::{self, Assessment};
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
-use crate::forge::Issue;
-use crate::questions::{Question, Questions};
-use crate::role::{Role, WorkKey};
 use crate::state::{Answer, Outcome, Phase, WorkState};
 use anyhow::Result;
+use sandcastle_core::agent::{Ending, TimeLimit};
+use sandcastle_core::assessment::{self, Assessment};
+use sandcastle_core::forge::Issue;
+use sandcastle_core::questions::{Question, Questions};
+use sandcastle_core::role::{Role, WorkKey};
 use serde::{Deserialize, Serialize};
 
 /// What clarifying an issue came to, saved in its state.
@@ -441,7 +441,7 @@ mod tests {
             by: "carol".into(),
             channel: crate::state::Channel::Forge,
             at: jiff::Timestamp::now(),
-            replies: vec![crate::questions::Reply {
+            replies: vec![sandcastle_core::questions::Reply {
                 option: None,
                 text: "8080".into(),
             }],

@@ -1,16 +1,16 @@
 //! Everything a run resolves once at start and shares with every lane.
 use crate::asking::Handlers;
-use crate::forge::Forge;
-use crate::git::{self, Credentials};
 use crate::planning::PlanMemo;
-use crate::progress::Progress;
 use crate::prompts;
-use crate::proxy::{Credential, Policy, Proxy, Upstream};
 use crate::report::Report;
-use crate::sandbox::{self, TeaLogin};
-use crate::secrets::{EnvFile, Redactor};
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::{Config, ConfigError, Egress};
+use sandcastle_core::forge::Forge;
+use sandcastle_core::git::{self, Credentials};
+use sandcastle_core::progress::Progress;
+use sandcastle_core::proxy::{Credential, Policy, Proxy, Upstream};
+use sandcastle_core::sandbox::{self, TeaLogin};
+use sandcastle_core::secrets::{EnvFile, Redactor};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};

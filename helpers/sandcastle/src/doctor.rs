@@ -1,10 +1,10 @@
 //! `sandcastle doctor`: every prerequisite of a run, one line each, with the fix.
-use crate::claims;
 use crate::context::{HOST_ONLY_KEYS, Settings};
-use crate::forge::LIFECYCLE_LABELS;
-use crate::sandbox;
-use crate::secrets::EnvFile;
 use anyhow::{Result, bail};
+use sandcastle_core::claims;
+use sandcastle_core::forge::LIFECYCLE_LABELS;
+use sandcastle_core::sandbox;
+use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -312,7 +312,7 @@ fn template_placeholders(project: &Path) -> Result<String> {
 }
 
 /// Every live claim on the work sandcastle could take up: `#N held by ID until T`.
-fn live_claims(forge: &crate::forge::Forge, login: &str) -> Result<Vec<String>> {
+fn live_claims(forge: &sandcastle_core::forge::Forge, login: &str) -> Result<Vec<String>> {
     let mut numbers: Vec<u64> = forge
         .open_issues(&["ready-for-agent"])?
         .iter()

@@ -4,25 +4,25 @@
 //! work publishes. A stopped run starts again where the saved state says.
 //!
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
-use crate::agent::{AgentOutcome, Ending, SavedSession, TimeLimit};
 use crate::asking;
 use crate::clarify;
 use crate::context::Context;
-use crate::forge::{Issue, Pull};
-use crate::gate::GateOutcome;
-use crate::git::{Imported, WorkRepo};
 use crate::green;
 use crate::outbox::{self, Due};
-use crate::plan::branch_for;
 use crate::prompts;
-use crate::proxy::Budget;
 use crate::publish::{self, Published};
-use crate::questions::{self, BadQuestions, Questions};
 use crate::reviews;
-use crate::role::{Role, WorkKey};
 use crate::state::{Outcome, Phase, Trouble, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
+use sandcastle_core::agent::{AgentOutcome, Ending, SavedSession, TimeLimit};
+use sandcastle_core::forge::{Issue, Pull};
+use sandcastle_core::gate::GateOutcome;
+use sandcastle_core::git::{Imported, WorkRepo};
+use sandcastle_core::plan::branch_for;
+use sandcastle_core::proxy::Budget;
+use sandcastle_core::questions::{self, BadQuestions, Questions};
+use sandcastle_core::role::{Role, WorkKey};
 
 /// What the driver asks of a piece of work's sandbox.
 pub trait Sandboxed {

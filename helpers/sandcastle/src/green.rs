@@ -10,13 +10,13 @@
 //! past them, one comment asks a person.
 use crate::context::Context;
 use crate::driver::Piece;
-use crate::forge::Pull;
-use crate::git::WorkRepo;
 use crate::planning::own_issue;
 use crate::publish::post_once;
-use crate::role::WorkKey;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Context as _, Result, bail};
+use sandcastle_core::forge::Pull;
+use sandcastle_core::git::WorkRepo;
+use sandcastle_core::role::WorkKey;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -390,7 +390,7 @@ pub fn unfinished(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::CommitStatus;
+    use sandcastle_core::forge::CommitStatus;
 
     #[test]
     fn the_task_names_the_head_and_lists_each_failing_status() {

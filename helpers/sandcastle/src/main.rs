@@ -1,50 +1,27 @@
 //! `sandcastle`: the autonomous pull-request loop. Planner, implementer, reviewer and pr-fixer agents
 //! (Claude Code) work on Forgejo issues in Docker sandboxes; the orchestrator owns every push and
 //! every forge change.
-mod agent;
-mod ask;
-mod ask_relay;
 mod asking;
-mod assessment;
-mod checkout;
-mod claims;
 mod clarify;
 mod context;
-mod deadline;
 mod doctor;
 mod driver;
-mod forge;
-mod forge_text;
-mod gate;
-mod git;
 mod green;
-mod hand_out;
-mod lock;
-mod mcp;
 mod outbox;
 mod pass;
-mod plan;
 mod planning;
-mod progress;
 mod prompts;
-mod proxy;
 mod publish;
-mod questions;
-mod relay;
 mod report;
 mod report_cmd;
 mod reviews;
-mod role;
 mod run;
-mod sandbox;
-mod secrets;
 mod state;
-mod stream;
-mod touches;
 mod waiting_cmd;
 mod work_sandbox;
 
 use clap::{Parser, Subcommand};
+use sandcastle_core::{ask, ask_relay, mcp, progress, relay};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

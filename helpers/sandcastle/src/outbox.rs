@@ -7,23 +7,20 @@
 //! settled; the "telling" mark is saved before the turn that carries it and the key is recorded in
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
-use crate::ask::{self, Ask, Kind};
 use crate::asking::{escape, next_poll, replies_after};
 use crate::context::Context;
-use crate::forge::Pull;
-use crate::forge_text::Post;
 use crate::prompts;
 use crate::publish::{self, post_once};
 use crate::report::Asked;
-use crate::role::WorkKey;
-use crate::sandbox::Sandbox;
 use crate::state::{Phase, WorkState};
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
+use sandcastle_core::ask::{self, Ask, Kind, MAX_ASK_BYTES};
+use sandcastle_core::forge::Pull;
+use sandcastle_core::forge_text::Post;
+use sandcastle_core::role::WorkKey;
+use sandcastle_core::sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
-
-/// The largest ask taken out of a sandbox.
-pub const MAX_ASK_BYTES: u64 = 64 * 1024;
 
 /// Prints the outbox if it is a regular file, nothing if there is none.
 const PRINT_OUTBOX: &str = r#"if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 0; fi
@@ -491,7 +488,7 @@ fn hand_over(ctx: &Context, pull: u64, tell: &Telling) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ask::AskOption;
+    use sandcastle_core::ask::AskOption;
 
     fn decision() -> Ask {
         Ask {
@@ -554,7 +551,7 @@ mod tests {
     /// The agent controls its outbox: only a regular file within the size cap crosses, as bytes.
     #[test]
     fn only_a_regular_file_of_bounded_size_leaves_the_outbox() {
-        use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
+        use sandcastle_core::sandbox::test_support::{TestRun, docker_ready, exec, spec};
         if !docker_ready() {
             return;
         }

@@ -1,16 +1,16 @@
 //! One pass of the loop: the PR rework lane, then planning, then implementation, each lane running up
 //! to `maxConcurrency` pieces of work at once.
 use crate::asking::{self, Poll};
-use crate::claims::{self, Claimed};
 use crate::context::Context;
 use crate::driver::{Piece, work_on};
-use crate::forge::Issue;
 use crate::green;
 use crate::outbox;
 use crate::planning;
-use crate::role::WorkKey;
 use crate::state::{Outcome, WorkState};
 use anyhow::{Context as _, Result};
+use sandcastle_core::claims::{self, Claimed};
+use sandcastle_core::forge::Issue;
+use sandcastle_core::role::WorkKey;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 

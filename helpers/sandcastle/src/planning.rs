@@ -1,15 +1,15 @@
 //! Which issues to work on now: the candidates, and the planner agent's choice among them.
-use crate::agent::{AgentOutcome, Ending};
-use crate::claims;
 use crate::context::Context;
 use crate::driver::{Sandboxed, Turn};
-use crate::forge::{Comment, Issue, Pull};
-use crate::git::WorkRepo;
-use crate::plan::{self, PlannedIssue, branch_for};
-use crate::role::{Role, WorkKey};
 use crate::state::{Phase, Revision, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Context as _, Result, bail};
+use sandcastle_core::agent::{AgentOutcome, Ending};
+use sandcastle_core::claims;
+use sandcastle_core::forge::{Comment, Issue, Pull};
+use sandcastle_core::git::WorkRepo;
+use sandcastle_core::plan::{self, PlannedIssue, branch_for};
+use sandcastle_core::role::{Role, WorkKey};
 
 /// Open issues labelled `ready-for-agent`, not `epic` or `needs-info`, without an open pull request
 /// of sandcastle's own, not given up on since a person last moved them, not waiting for a person's

@@ -4,12 +4,12 @@
 //! plain text. Values are inserted in one pass, so a value that itself contains `{{X}}` stays as it is.
 //! The placeholders in `FORGE_TEXT` carry what people wrote on the forge: their values are always
 //! fenced as untrusted data, in overrides too.
-use crate::ask::Ask;
-use crate::forge_text::Fence;
 use crate::outbox::Settled;
-use crate::questions::Questions;
 use crate::state::Answer;
 use anyhow::{Context, Result, bail};
+use sandcastle_core::ask::Ask;
+use sandcastle_core::forge_text::Fence;
+use sandcastle_core::questions::Questions;
 use std::path::Path;
 
 /// `plan`, `implement`, `review`, `pr-fixer`, `keep-green`, `assess`.

@@ -4,14 +4,14 @@
 //! idempotent, so a run stopped half-way publishes the same things again, never twice.
 use crate::context::Context;
 use crate::driver::Piece;
-use crate::forge_text::Post;
-use crate::git::WorkRepo;
 use crate::green;
 use crate::planning;
-use crate::role::WorkKey;
 use crate::state::WorkState;
-use crate::touches::Touches;
 use anyhow::{Context as _, Result, bail};
+use sandcastle_core::forge_text::Post;
+use sandcastle_core::git::WorkRepo;
+use sandcastle_core::role::WorkKey;
+use sandcastle_core::touches::Touches;
 
 /// What became of work sent to [`publish`].
 pub enum Published {

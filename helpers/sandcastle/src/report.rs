@@ -1,12 +1,12 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
 //! `.sandcastle/logs/run-<timestamp>.json`, and that file read back ([`RunRecord`]) for
 //! `sandcastle report`.
-use crate::proxy::BlockedRequest;
-use crate::role::Role;
-use crate::secrets::Redactor;
 use crate::state::Outcome;
-use crate::stream::Usage;
 use anyhow::{Context as _, Result};
+use sandcastle_core::proxy::BlockedRequest;
+use sandcastle_core::role::Role;
+use sandcastle_core::secrets::Redactor;
+use sandcastle_core::stream::Usage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn sums_per_role_and_per_run() {
-        let redactor = Redactor::new(&crate::secrets::EnvFile {
+        let redactor = Redactor::new(&sandcastle_core::secrets::EnvFile {
             vars: vec![("ANTHROPIC_API_KEY".into(), "sk-report-secret".into())],
         });
         let report = Report::new("r1", "host-a", redactor);

@@ -7,12 +7,12 @@ mod page;
 mod table;
 
 use crate::context::Settings;
-use crate::forge::Forge;
 use crate::report::RunRecord;
-use crate::secrets::Redactor;
 use anyhow::{Context as _, Result};
 use figures::{Figures, ForgeFacts, Spread};
 use jiff::Timestamp;
+use sandcastle_core::forge::Forge;
+use sandcastle_core::secrets::Redactor;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};

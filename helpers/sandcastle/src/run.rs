@@ -3,12 +3,12 @@
 use crate::asking;
 use crate::context::{Context, Settings};
 use crate::green::{self, Due};
-use crate::lock::RunLock;
 use crate::pass::{PassSummary, run_pass};
-use crate::plan::branch_for;
 use crate::planning;
-use crate::sandbox;
 use anyhow::{Result, anyhow};
+use sandcastle_core::lock::RunLock;
+use sandcastle_core::plan::branch_for;
+use sandcastle_core::sandbox;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::path::Path;
 use std::process::ExitCode;
@@ -239,7 +239,7 @@ pub fn plan(project: &Path) -> Result<ExitCode> {
     let base = ctx.forge.default_branch()?;
     let pulls = ctx.forge.open_pulls()?;
     let labels = ctx.forge.labels()?;
-    for (name, _) in crate::forge::LIFECYCLE_LABELS {
+    for (name, _) in sandcastle_core::forge::LIFECYCLE_LABELS {
         if !labels.iter().any(|l| l.name == name) {
             println!("label {name:?} is missing: `sandcastle run` will create it");
         }

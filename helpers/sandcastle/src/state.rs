@@ -1,13 +1,13 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
-use crate::agent::SavedSession;
 use crate::clarify::Clarification;
-use crate::forge::CommitStatus;
 use crate::outbox::{OpenAsk, Telling};
-use crate::questions::{Questions, Reply};
-use crate::role::Role;
 use anyhow::{Context as _, Result};
 use sandcastle_config::Handler;
+use sandcastle_core::agent::SavedSession;
+use sandcastle_core::forge::CommitStatus;
+use sandcastle_core::questions::{Questions, Reply};
+use sandcastle_core::role::Role;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

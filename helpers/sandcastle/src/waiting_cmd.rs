@@ -1,9 +1,9 @@
 //! `sandcastle questions` and `sandcastle answer`: what waits for a person, and an answer from any
 //! terminal on the maintainer's machine. Both read the saved state only; a run takes the answer up.
 use crate::asking;
-use crate::role::WorkKey;
 use crate::state::{Channel, Phase, WorkState};
 use anyhow::{Result, bail};
+use sandcastle_core::role::WorkKey;
 use std::path::Path;
 use std::process::ExitCode;
 

@@ -6,19 +6,19 @@
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
 //! Removed when dropped (on success, error or panic), the cache volume too.
-use crate::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
-use crate::checkout;
 use crate::context::Context;
 use crate::driver::{Relayed, Sandboxed, Turn};
-use crate::gate::{self, GateOutcome};
-use crate::git::{Imported, WorkRepo};
-use crate::hand_out::{self, Commits};
 use crate::outbox;
-use crate::progress::Status;
-use crate::proxy::{self, Budget, WorkProxy};
-use crate::role::{Role, WorkKey};
-use crate::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use anyhow::Result;
+use sandcastle_core::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
+use sandcastle_core::checkout;
+use sandcastle_core::gate::{self, GateOutcome};
+use sandcastle_core::git::{Imported, WorkRepo};
+use sandcastle_core::hand_out::{self, Commits};
+use sandcastle_core::progress::Status;
+use sandcastle_core::proxy::{self, Budget, WorkProxy};
+use sandcastle_core::role::{Role, WorkKey};
+use sandcastle_core::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

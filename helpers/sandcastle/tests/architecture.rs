@@ -1,17 +1,25 @@
-//! ARCHITECTURE.md's module map and the orchestrator's source agree: every module file of
-//! `helpers/sandcastle/src` has a row, and every row names a file that exists. Test-only files
-//! (`tests.rs`, `docker_tests.rs`) are not modules of the map.
+//! ARCHITECTURE.md's module maps and the source agree: every module file of the machinery
+//! (`helpers/sandcastle-core/src`) and of the orchestrator (`helpers/sandcastle/src`) has a row in
+//! its crate's map, and every row names a file that exists. Test-only files (`tests.rs`,
+//! `docker_tests.rs`, `sandbox/test_support.rs`) are not modules of the map.
 use std::collections::BTreeSet;
 use std::path::Path;
 
-const MAP_HEADING: &str = "## The orchestrator's modules";
+/// Each map's heading, and the crate whose `src` it maps.
+const MAPS: [(&str, &str); 2] = [
+    ("## The machinery", "../sandcastle-core"),
+    ("## The orchestrator's modules", "."),
+];
 
-/// The `*.rs` names in the first column of the map's table.
-fn mapped_modules(architecture: &str) -> BTreeSet<String> {
+/// Files compiled only for tests (`test-support` shares them with the orchestrator's tests).
+const TEST_ONLY: [&str; 1] = ["sandbox/test_support.rs"];
+
+/// The `*.rs` names in the first column of the table under `heading`.
+fn mapped_modules(architecture: &str, heading: &str) -> BTreeSet<String> {
     let start = architecture
-        .find(MAP_HEADING)
-        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no heading {MAP_HEADING:?}"));
-    let section = &architecture[start + MAP_HEADING.len()..];
+        .find(heading)
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no heading {heading:?}"));
+    let section = &architecture[start + heading.len()..];
     let section = &section[..section.find("\n## ").unwrap_or(section.len())];
     section
         .lines()
@@ -31,40 +39,48 @@ fn module_files(dir: &Path, src: &Path, found: &mut BTreeSet<String>) {
             continue;
         }
         let name = path.file_name().unwrap().to_string_lossy();
-        if name.ends_with(".rs") && !name.ends_with("tests.rs") {
-            let relative = path
-                .strip_prefix(src)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
+        let relative = path
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".rs")
+            && !name.ends_with("tests.rs")
+            && !TEST_ONLY.contains(&relative.as_str())
+        {
             found.insert(relative);
         }
     }
 }
 
 #[test]
-fn the_module_map_names_every_module_and_only_modules() {
+fn the_module_maps_name_every_module_and_only_modules() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let architecture = std::fs::read_to_string(crate_dir.join("../../ARCHITECTURE.md")).unwrap();
-    let mapped = mapped_modules(&architecture);
-    let src = crate_dir.join("src");
-    let mut files = BTreeSet::new();
-    module_files(&src, &src, &mut files);
+    for (heading, dir) in MAPS {
+        let mapped = mapped_modules(&architecture, heading);
+        let src = crate_dir.join(dir).join("src");
+        let mut files = BTreeSet::new();
+        module_files(&src, &src, &mut files);
 
-    let unmapped: Vec<_> = files.difference(&mapped).collect();
-    let gone: Vec<_> = mapped.difference(&files).collect();
-    assert!(
-        unmapped.is_empty() && gone.is_empty(),
-        "ARCHITECTURE.md's module map and helpers/sandcastle/src differ:\n  \
-         modules without a row: {unmapped:?}\n  rows without a module: {gone:?}\n\
-         add or remove the rows in the table under {MAP_HEADING:?}"
-    );
+        let unmapped: Vec<_> = files.difference(&mapped).collect();
+        let gone: Vec<_> = mapped.difference(&files).collect();
+        assert!(
+            unmapped.is_empty() && gone.is_empty(),
+            "ARCHITECTURE.md's module map and {} differ:\n  \
+             modules without a row: {unmapped:?}\n  rows without a module: {gone:?}\n\
+             add or remove the rows in the table under {heading:?}",
+            src.display()
+        );
+    }
 }
 
 #[test]
 fn the_map_reader_finds_the_names_in_the_first_column_only() {
     let text = "# A\n## The orchestrator's modules\n| module | job |\n| --- | --- |\n\
                 | `a.rs`, `b/c.rs` | uses `d.rs` |\n| `e.rs` | x |\n## Next\n| `f.rs` | y |\n";
-    let names: Vec<_> = mapped_modules(text).into_iter().collect();
+    let names: Vec<_> = mapped_modules(text, "## The orchestrator's modules")
+        .into_iter()
+        .collect();
     assert_eq!(names, ["a.rs", "b/c.rs", "e.rs"]);
 }

@@ -107,8 +107,8 @@ pub fn local_user() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::questions::{Question, Questions, Reply};
     use crate::state::{Channel, Waiting};
+    use sandcastle_core::questions::{Question, Questions, Reply};
 
     fn waiting_state(project: &Path, id: &str) {
         let mut state = WorkState::new("issue-3", "sandcastle/issue-3", "a1");

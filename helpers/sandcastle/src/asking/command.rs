@@ -6,10 +6,10 @@
 //! pass (`questions::checked`). The shapes are versioned (`"version": 1`) and in the README.
 use super::answers;
 use crate::context::{Context, HOST_ONLY_KEYS};
-use crate::deadline::Watchdog;
-use crate::questions::{self, Questions, Reply};
 use crate::state::{Answer, Channel, Waiting};
 use jiff::Timestamp;
+use sandcastle_core::deadline::Watchdog;
+use sandcastle_core::questions::{self, Questions, Reply};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;

@@ -2,13 +2,13 @@
 //! read from the comments (writers and `[questions] responders` only), and the comment
 //! edited to say who answered, through which channel and when.
 use crate::context::Context;
-use crate::forge::Comment;
-use crate::forge_text::Post;
 use crate::publish::post_once;
-use crate::questions::{self, Questions};
 use crate::state::{Answer, Channel, Waiting};
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
+use sandcastle_core::forge::Comment;
+use sandcastle_core::forge_text::Post;
+use sandcastle_core::questions::{self, Questions};
 
 /// Posts the question comment unless this question has one.
 pub fn ask(ctx: &Context, number: u64, waiting: &mut Waiting) -> Result<()> {

@@ -4,12 +4,12 @@
 //! path every answer takes. Agent text is shown redacted, its control characters escaped.
 use super::answers;
 use crate::context::Context;
-use crate::progress::Progress;
-use crate::questions::{self, Questions, Reply};
 use crate::state::{Answer, Channel, Waiting};
 use dialoguer::console::Term;
 use dialoguer::{Input, Select};
 use jiff::Timestamp;
+use sandcastle_core::progress::Progress;
+use sandcastle_core::questions::{self, Questions, Reply};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};

@@ -4,9 +4,9 @@
 //! review rounds.
 use super::*;
 use crate::context::Settings;
-use crate::secrets::EnvFile;
-use crate::stream::Usage;
 use fake_forge::FakeForge;
+use sandcastle_core::secrets::EnvFile;
+use sandcastle_core::stream::Usage;
 use sandcastle_testkit::git::{Checkout, git};
 use sandcastle_testkit::world::{self, REPO};
 use std::collections::VecDeque;
@@ -733,7 +733,7 @@ fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_an
                 by: "carol".into(),
                 channel: crate::state::Channel::Forge,
                 at: jiff::Timestamp::now(),
-                replies: vec![crate::questions::Reply {
+                replies: vec![sandcastle_core::questions::Reply {
                     option: None,
                     text: "print it".into(),
                 }],
@@ -814,7 +814,7 @@ fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_
     let (number, start_head) = (pull.number, pull.head_sha.clone());
     let trouble = Trouble::Ci {
         head: pull.head_sha.clone(),
-        failing: vec![crate::forge::CommitStatus {
+        failing: vec![sandcastle_core::forge::CommitStatus {
             state: "failure".into(),
             context: "ci/test".into(),
             description: "answer_is_42 failed".into(),

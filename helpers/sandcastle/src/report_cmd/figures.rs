@@ -1,10 +1,10 @@
 //! The figures of `sandcastle report`, computed from the run reports and what the forge says of
 //! each pull request; no I/O here. What this computes is what `--json` prints (documented in
 //! README), and what the table and the page show.
-use crate::forge::{BranchCommit, PullFate};
 use crate::report::{Asked, RunRecord, WorkReport};
-use crate::role::WorkKey;
 use jiff::{Timestamp, ToSpan};
+use sandcastle_core::forge::{BranchCommit, PullFate};
+use sandcastle_core::role::WorkKey;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 use super::*;
-use crate::questions::{Choice, Question};
 use proptest::prelude::*;
+use sandcastle_core::questions::{Choice, Question};
 
 fn questions() -> Questions {
     Questions {

@@ -123,7 +123,7 @@ fn watch(outbox: &Path, out: &Mutex<Out>) {
 
 fn outbox_bytes(outbox: &Path) -> Option<Vec<u8>> {
     let meta = std::fs::symlink_metadata(outbox).ok()?;
-    if !meta.is_file() || meta.len() > crate::outbox::MAX_ASK_BYTES {
+    if !meta.is_file() || meta.len() > crate::ask::MAX_ASK_BYTES {
         return None;
     }
     std::fs::read(outbox).ok()

@@ -1,6 +1,6 @@
 //! The gate in a real sandbox: the operator's steps, in order, the first failure stopping.
 use super::*;
-use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
+use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
 use crate::secrets::EnvFile;
 
 fn steps(list: &[&[&str]]) -> Vec<Vec<String>> {

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
 use std::sync::LazyLock;
 
+/// The largest ask taken out of a sandbox.
+pub const MAX_ASK_BYTES: u64 = 64 * 1024;
+
 /// The one file an agent hands an ask over through, in the container's own filesystem.
 pub const OUTBOX: &str = "/home/agent/.sandcastle-outbox/ask.json";
 /// The variable naming the piece of work (`issue:42`, `pr:7`), passed with every `docker exec`.

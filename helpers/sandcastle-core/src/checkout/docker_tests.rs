@@ -1,7 +1,7 @@
 //! The checkout inside a real sandbox: seeded from a work repository, its commits taken back out.
 use super::*;
 use crate::git::tests::{Remote, WorkRepoOf, taken};
-use crate::sandbox::docker_tests::{TestRun, docker_ready, exec, spec};
+use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
 
 #[test]
 fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {

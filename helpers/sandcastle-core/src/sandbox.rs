@@ -851,5 +851,8 @@ mod tests {
     }
 }
 
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
+
 #[cfg(test)]
-pub mod docker_tests;
+mod docker_tests;

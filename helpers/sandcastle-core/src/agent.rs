@@ -143,7 +143,7 @@ pub fn run(
         max_session: session::MAX_SESSION_BYTES,
         commits: run.commits.file.clone(),
         max_commits: checkout::MAX_BUNDLE_BYTES,
-        max_ask: crate::outbox::MAX_ASK_BYTES,
+        max_ask: crate::ask::MAX_ASK_BYTES,
     };
     let pipes = Pipes::start(
         &mut child,
