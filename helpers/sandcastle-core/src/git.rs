@@ -736,68 +736,19 @@ fn disk_usage(dir: &Path) -> u64 {
         .sum()
 }
 
-#[cfg(any(test, feature = "test-support"))]
-pub mod fixture;
-
 #[cfg(test)]
 pub(crate) mod tests {
-    pub(crate) use super::fixture::fixture_git;
     use super::*;
+    pub(crate) use sandcastle_testkit::git::Remote;
+    use sandcastle_testkit::git::{Checkout, commit, git as fixture_git};
 
-    /// A bare remote with `main` holding one commit, reached over `file://`.
-    pub(crate) struct Remote {
-        tmp: tempfile::TempDir,
-        url: String,
+    /// A work repository of `branch` made from the fixture remote, `name` beside it.
+    pub(crate) trait WorkRepoOf {
+        fn repo(&self, name: &str, branch: &str) -> Result<WorkRepo>;
     }
 
-    impl Remote {
-        pub(crate) fn new() -> Remote {
-            let tmp = tempfile::tempdir().unwrap();
-            let bare = tmp.path().join("remote.git");
-            fixture_git(
-                tmp.path(),
-                &[
-                    "init",
-                    "--quiet",
-                    "--bare",
-                    "-b",
-                    "main",
-                    bare.to_str().unwrap(),
-                ],
-            );
-            let url = format!("file://{}", bare.display());
-            let remote = Remote { tmp, url };
-            let seed = remote.path("seed");
-            fixture_git(
-                remote.tmp.path(),
-                &["clone", "--quiet", &remote.url, seed.to_str().unwrap()],
-            );
-            commit(&seed, "initial");
-            fixture_git(
-                &seed,
-                &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-            );
-            remote
-        }
-
-        fn path(&self, name: &str) -> PathBuf {
-            self.tmp.path().join(name)
-        }
-
-        /// The commit id `refs/heads/<branch>` names on the remote, if any.
-        fn tip(&self, branch: &str) -> Option<String> {
-            let out = fixture_git(
-                &self.path("remote.git"),
-                &[
-                    "for-each-ref",
-                    "--format=%(objectname)",
-                    &format!("refs/heads/{branch}"),
-                ],
-            );
-            (!out.is_empty()).then_some(out)
-        }
-
-        pub(crate) fn repo(&self, name: &str, branch: &str) -> Result<WorkRepo> {
+    impl WorkRepoOf for Remote {
+        fn repo(&self, name: &str, branch: &str) -> Result<WorkRepo> {
             WorkRepo::prepare(
                 &self.path(name),
                 &self.url,
@@ -815,14 +766,6 @@ pub(crate) mod tests {
         }
     }
 
-    /// A commit touching a file named after `subject`.
-    fn commit(dir: &Path, subject: &str) -> String {
-        std::fs::write(dir.join(subject.replace(' ', "-")), subject).unwrap();
-        fixture_git(dir, &["add", "--all"]);
-        fixture_git(dir, &["commit", "--quiet", "-m", subject]);
-        fixture_git(dir, &["rev-parse", "HEAD"])
-    }
-
     /// What a sandbox does: a checkout made from the seed bundle, commits, and what it hands out
     /// (a bundle of the new commits), imported into `repo`. Returns the new tip.
     fn agent_commits(repo: &WorkRepo, subjects: &[&str]) -> String {
@@ -832,43 +775,18 @@ pub(crate) mod tests {
     /// As [`agent_commits`], running `before` (git arguments) in the checkout first; what the
     /// import made of it.
     fn hand_out(repo: &WorkRepo, subjects: &[&str], before: &[&[&str]]) -> Imported {
-        let work = tempfile::tempdir().unwrap();
         let seed = repo.scratch_file().unwrap();
         repo.seed_bundle(seed.path()).unwrap();
-        let dir = work.path().join("checkout");
-        fixture_git(
-            work.path(),
-            &[
-                "clone",
-                "--quiet",
-                "-b",
-                &repo.branch,
-                seed.path().to_str().unwrap(),
-                "checkout",
-            ],
-        );
+        let checkout = Checkout::from_bundle(seed.path(), &repo.branch);
         let known = repo.tip().unwrap();
         for args in before {
-            fixture_git(&dir, args);
+            fixture_git(&checkout.path(), args);
         }
         for subject in subjects {
-            commit(&dir, subject);
+            checkout.commit(subject);
         }
         let handed_out = repo.scratch_file().unwrap();
-        let status = Command::new("git")
-            .current_dir(&dir)
-            .args([
-                "bundle",
-                "create",
-                "--quiet",
-                "-",
-                "HEAD",
-                &format!("^{known}"),
-            ])
-            .stdout(handed_out.reopen().unwrap())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        checkout.hand_out(&known, handed_out.path());
         repo.import(handed_out.path()).unwrap()
     }
 

@@ -1,7 +1,7 @@
 //! ARCHITECTURE.md's module maps and the source agree: every module file of the machinery
 //! (`helpers/sandcastle-core/src`) and of the orchestrator (`helpers/sandcastle/src`) has a row in
 //! its crate's map, and every row names a file that exists. Test-only files (`tests.rs`,
-//! `docker_tests.rs`, `test_support.rs`, `git/fixture.rs`) are not modules of the map.
+//! `docker_tests.rs`, `sandbox/test_support.rs`) are not modules of the map.
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -12,7 +12,7 @@ const MAPS: [(&str, &str); 2] = [
 ];
 
 /// Files compiled only for tests (`test-support` shares them with the orchestrator's tests).
-const TEST_ONLY: [&str; 2] = ["sandbox/test_support.rs", "git/fixture.rs"];
+const TEST_ONLY: [&str; 1] = ["sandbox/test_support.rs"];
 
 /// The `*.rs` names in the first column of the table under `heading`.
 fn mapped_modules(architecture: &str, heading: &str) -> BTreeSet<String> {

@@ -1,13 +1,9 @@
 //! The command line itself: `sandcastle` alone is `sandcastle run`, and the other commands stay.
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn sandcastle(project: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandcastle"))
-        .args(args)
-        .current_dir(project)
-        .env_remove("FORGEJO_TOKEN")
-        .env_remove("FORGEJO_USER")
+    sandcastle_testkit::world::sandcastle(env!("CARGO_BIN_EXE_sandcastle"), project, args)
         .output()
         .expect("run sandcastle")
 }

@@ -10,11 +10,7 @@ const REPO: &str = "alice/app";
 const HOSTILE: &str = "<script>document.title='owned'</script> Add <b>bold</b> & \"quotes\"";
 
 fn sandcastle(project: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandcastle"))
-        .args(args)
-        .current_dir(project)
-        .env_remove("FORGEJO_TOKEN")
-        .env_remove("FORGEJO_USER")
+    sandcastle_testkit::world::sandcastle(env!("CARGO_BIN_EXE_sandcastle"), project, args)
         .output()
         .expect("run sandcastle")
 }

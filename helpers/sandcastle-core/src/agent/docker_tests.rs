@@ -1,10 +1,13 @@
 //! The real Claude Code CLI in a real sandbox against the scripted Messages API (`fake-anthropic`).
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
+use super::command::RUN_AGENT;
 use super::*;
+use crate::sandbox::WORKSPACE;
 use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
 use crate::secrets::{EnvFile, Redactor};
 use fake_anthropic::{FakeAnthropic, Scenario};
 use std::process::Command;
+use std::time::Instant;
 
 const API_KEY: &str = "sk-ant-test-key-never-printed";
 
@@ -324,7 +327,9 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
     workspace(&sandbox);
     let logs = tempfile::tempdir().unwrap();
     let mut agent = agent_run("Do TASK-sleep.", logs.path(), 2);
-    agent.idle_timeout = Duration::from_secs(3);
+    // Long enough for Claude Code to start and open its session on a busy machine, well short of
+    // the tool's 30 seconds.
+    agent.idle_timeout = Duration::from_secs(10);
 
     let started = Instant::now();
     let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
@@ -339,7 +344,7 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
     };
     assert!(
         message.starts_with(
-            "implementer iteration 2 (claude-sonnet-4-6) gave no output for 3s (idleTimeout) and was stopped"
+            "implementer iteration 2 (claude-sonnet-4-6) gave no output for 10s (idleTimeout) and was stopped"
         ),
         "{message}"
     );

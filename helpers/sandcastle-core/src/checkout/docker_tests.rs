@@ -1,6 +1,6 @@
 //! The checkout inside a real sandbox: seeded from a work repository, its commits taken back out.
 use super::*;
-use crate::git::tests::{Remote, taken};
+use crate::git::tests::{Remote, WorkRepoOf, taken};
 use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
 
 #[test]

@@ -7,14 +7,12 @@ use crate::context::Settings;
 use crate::state::Trouble;
 use fake_forge::FakeForge;
 use sandcastle_core::forge::{Issue, Pull};
-use sandcastle_core::git::fixture::fixture_git as git;
 use sandcastle_core::secrets::EnvFile;
 use sandcastle_core::stream::Usage;
+use sandcastle_testkit::git::{Checkout, git};
+use sandcastle_testkit::world::{self, REPO};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::process::Command;
-
-const REPO: &str = "alice/demo";
 
 /// A forge with `alice/demo`, a project configured for it, and the run's context.
 struct World {
@@ -24,23 +22,16 @@ struct World {
 }
 
 fn world(config: &str) -> World {
-    let forge = FakeForge::start();
-    let token = forge.add_user("alice");
-    forge.create_repo("alice", "demo", "main").unwrap();
-    let project = tempfile::tempdir().unwrap();
-    let dir = project.path().join(".sandcastle");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "repo = \"{REPO}\"\nforgeHost = \"{}\"\nmaxIterations = 4\n{config}\n",
-            forge.url()
-        ),
-    )
-    .unwrap();
+    let world = world::World::new(&format!("maxIterations = 4\n{config}"));
+    let config = sandcastle_config::load(&world.config_path()).unwrap();
+    let world::World {
+        forge,
+        token,
+        project,
+    } = world;
     let settings = Settings {
         project: project.path().to_path_buf(),
-        config: sandcastle_config::load(&dir.join("config.toml")).unwrap(),
+        config,
         env: EnvFile {
             vars: vec![
                 ("FORGEJO_USER".into(), "alice".into()),
@@ -92,7 +83,7 @@ struct Script<'r> {
     turns: VecDeque<Scripted>,
     gates: VecDeque<GateOutcome>,
     asked: Vec<Asked>,
-    checkout: Option<tempfile::TempDir>,
+    checkout: Option<Checkout>,
     sessions: tempfile::TempDir,
     gate_runs: u32,
 }
@@ -123,25 +114,12 @@ impl<'r> Script<'r> {
     }
 
     /// The checkout, made from the work repository the first time, as a sandbox does.
-    fn checkout(&mut self) -> PathBuf {
-        if self.checkout.is_none() {
-            let dir = tempfile::tempdir().unwrap();
+    fn checkout(&mut self) -> &Checkout {
+        self.checkout.get_or_insert_with(|| {
             let seed = self.repo.scratch_file().unwrap();
             self.repo.seed_bundle(seed.path()).unwrap();
-            git(
-                dir.path(),
-                &[
-                    "clone",
-                    "-q",
-                    "-b",
-                    &self.repo.branch,
-                    seed.path().to_str().unwrap(),
-                    "c",
-                ],
-            );
-            self.checkout = Some(dir);
-        }
-        self.checkout.as_ref().unwrap().path().join("c")
+            Checkout::from_bundle(seed.path(), &self.repo.branch)
+        })
     }
 
     fn session_of(&self, role: Role) -> SavedSession {
@@ -174,13 +152,10 @@ impl Sandboxed for Script<'_> {
             resumed: turn.resume.map(|s| s.session_id.clone()),
         });
         if let Some(args) = next.git_first {
-            git(&self.checkout(), args);
+            git(&self.checkout().path(), args);
         }
         if let Some(subject) = next.commit {
-            let dir = self.checkout();
-            std::fs::write(dir.join(subject.replace(' ', "-")), subject).unwrap();
-            git(&dir, &["add", "--all"]);
-            git(&dir, &["commit", "-qm", subject]);
+            self.checkout().commit(subject);
         }
         let session = match &next.ending {
             // Like Claude Code refusing `--resume`: no session opened.
@@ -208,21 +183,12 @@ impl Sandboxed for Script<'_> {
     }
 
     fn take_commits(&mut self) -> Result<Imported> {
-        let Some(dir) = self.checkout.as_ref().map(|d| d.path().join("c")) else {
+        let Some(checkout) = &self.checkout else {
             return self.repo.tip().map(Imported::Tip);
         };
         let known = self.repo.tip()?;
         let handed_out = self.repo.scratch_file()?;
-        let head = git(&dir, &["rev-parse", "HEAD"]);
-        if head == known {
-            std::fs::write(handed_out.path(), format!("{head}\n"))?;
-        } else {
-            let out = Command::new("git")
-                .current_dir(&dir)
-                .args(["bundle", "create", "-q", "-", "HEAD", &format!("^{known}")])
-                .output()?;
-            std::fs::write(handed_out.path(), out.stdout)?;
-        }
+        checkout.hand_out(&known, handed_out.path());
         self.repo.import(handed_out.path())
     }
 }

@@ -46,12 +46,7 @@ fn issue_with(title: &str, turns: Value, config: &str) -> Harness {
 
 /// The commits on any ref of the forge's repository that hold `path`.
 fn refs_carrying(h: &Harness, path: &str) -> String {
-    let out = Command::new("git")
-        .arg("--git-dir")
-        .arg(h.forge.bare_repo_path(harness::OWNER, harness::NAME))
-        .args(["log", "--all", "--format=%H %s", "--", path])
-        .output()
-        .unwrap();
+    let out = h.remote_git(&["log", "--all", "--format=%H %s", "--", path]);
     assert!(out.status.success());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -239,12 +234,7 @@ fn a_closing_keyword_in_a_commit_message_is_refused() {
             .map(String::as_str),
         Some("Add greeting")
     );
-    let messages = Command::new("git")
-        .arg("--git-dir")
-        .arg(h.forge.bare_repo_path(harness::OWNER, harness::NAME))
-        .args(["log", "--all", "--format=%B"])
-        .output()
-        .unwrap();
+    let messages = h.remote_git(&["log", "--all", "--format=%B"]);
     let messages = String::from_utf8_lossy(&messages.stdout);
     assert!(!messages.contains("Fixes #2"), "{messages}");
     assert_eq!(h.get("/issues/2")["state"], "open");

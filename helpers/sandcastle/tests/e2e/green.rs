@@ -3,7 +3,6 @@
 use crate::harness::Harness;
 use crate::{COMPLETE, commit, docker_or_skip, reviewer};
 use serde_json::{Value, json};
-use std::process::Command;
 
 const KEEP_GREEN: &str = "keeping a pull request green";
 
@@ -39,15 +38,8 @@ fn set_status(h: &Harness, sha: &str, state: &str) {
 }
 
 fn is_ancestor(h: &Harness, ancestor: &str, descendant: &str) -> bool {
-    Command::new("git")
-        .arg("--git-dir")
-        .arg(
-            h.forge
-                .bare_repo_path(crate::harness::OWNER, crate::harness::NAME),
-        )
-        .args(["merge-base", "--is-ancestor", ancestor, descendant])
-        .status()
-        .unwrap()
+    h.remote_git(&["merge-base", "--is-ancestor", ancestor, descendant])
+        .status
         .success()
 }
 

@@ -3,14 +3,13 @@
 //! the real Claude Code CLI.
 use fake_anthropic::{FakeAnthropic, Scenario};
 use fake_forge::FakeForge;
+use sandcastle_testkit::World;
+use sandcastle_testkit::git::git_output;
+pub use sandcastle_testkit::world::{NAME, OWNER, REPO};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
-
-pub const OWNER: &str = "alice";
-pub const NAME: &str = "demo";
-pub const REPO: &str = "alice/demo";
 
 /// End-to-end tests share one Docker engine and two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -67,28 +66,18 @@ impl Harness {
         if !config.contains("[sandbox]") {
             defaults += "[sandbox]\nmemory = \"2g\"\npidsLimit = 512\n";
         }
-        let forge = FakeForge::start();
-        let token = forge.add_user(OWNER);
-        forge
-            .create_repo(OWNER, NAME, "main")
-            .expect("repo created");
+        let World {
+            forge,
+            token,
+            project,
+        } = World::new(&format!(
+            "imageName = \"{}\"\nidleTimeout = \"90s\"\npollInterval = \"1s\"\n{config}\n{defaults}",
+            image()
+        ));
         let anthropic = FakeAnthropic::start(
             Scenario::from_json(&scenario.to_string()).expect("valid scenario"),
         )
         .expect("fake anthropic starts");
-        let project = tempfile::tempdir().unwrap();
-        let dir = project.path().join(".sandcastle");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("config.toml"),
-            format!(
-                "repo = \"{REPO}\"\nforgeHost = \"{}\"\nimageName = \"{}\"\nidleTimeout = \"90s\"\npollInterval = \"1s\"\n{config}\n\
-                 {defaults}",
-                forge.url(),
-                image()
-            ),
-        )
-        .unwrap();
         let harness = Harness {
             forge,
             anthropic,
@@ -219,14 +208,14 @@ impl Harness {
             .collect()
     }
 
+    /// `git ARGS` in the forge's bare repository, whatever it exits with.
+    pub fn remote_git(&self, args: &[&str]) -> Output {
+        git_output(&self.forge.bare_repo_path(OWNER, NAME), args)
+    }
+
     /// Every commit subject on every ref of the forge's repository.
     pub fn all_remote_subjects(&self) -> Vec<String> {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(self.forge.bare_repo_path(OWNER, NAME))
-            .args(["log", "--all", "--format=%s"])
-            .output()
-            .unwrap();
+        let out = self.remote_git(&["log", "--all", "--format=%s"]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
@@ -235,12 +224,7 @@ impl Harness {
 
     /// A file's content on a branch of the forge's repository.
     pub fn remote_file(&self, branch: &str, path: &str) -> String {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(self.forge.bare_repo_path(OWNER, NAME))
-            .args(["show", &format!("refs/heads/{branch}:{path}")])
-            .output()
-            .unwrap();
+        let out = self.remote_git(&["show", &format!("refs/heads/{branch}:{path}")]);
         assert!(out.status.success(), "{branch}:{path} is on the forge");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -385,48 +369,18 @@ impl Harness {
 
     /// Commit subjects on a branch of the forge's bare repository, newest first; empty if no such branch.
     pub fn remote_log(&self, branch: &str) -> Vec<String> {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(self.forge.bare_repo_path(OWNER, NAME))
-            .args(["log", "--format=%s", &format!("refs/heads/{branch}"), "--"])
-            .output()
-            .unwrap();
+        let out = self.remote_git(&["log", "--format=%s", &format!("refs/heads/{branch}"), "--"]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
             .collect()
     }
 
-    /// Pushes a branch with one more commit straight into the forge's bare repository.
+    /// A branch with one more commit, straight in the forge's bare repository.
     pub fn push_branch(&self, branch: &str, file: &str, message: &str) {
-        let work = tempfile::tempdir().unwrap();
-        let bare = self.forge.bare_repo_path(OWNER, NAME);
-        let git = |args: &[&str]| {
-            let out = Command::new("git")
-                .args(args)
-                .current_dir(work.path())
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        git(&["clone", "-q", bare.to_str().unwrap(), "."]);
-        git(&["checkout", "-q", "-b", branch]);
-        std::fs::write(work.path().join(file), "draft\n").unwrap();
-        git(&["add", file]);
-        git(&[
-            "-c",
-            "user.name=Alice",
-            "-c",
-            "user.email=alice@localhost",
-            "commit",
-            "-qm",
-            message,
-        ]);
-        git(&["push", "-q", "origin", branch]);
+        self.forge
+            .commit_file(REPO, branch, file, "draft\n", message)
+            .expect("the branch is committed");
     }
 
     /// Every file sandcastle wrote under `.sandcastle/logs`.
@@ -509,18 +463,7 @@ impl Host {
 
 /// `sandcastle <args>` in `project`, with no forge or Anthropic variables inherited.
 fn command_in(project: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sandcastle"));
-    command.args(args).current_dir(project);
-    for key in [
-        "FORGEJO_TOKEN",
-        "FORGEJO_USER",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-    ] {
-        command.env_remove(key);
-    }
-    command
+    sandcastle_testkit::world::sandcastle(env!("CARGO_BIN_EXE_sandcastle"), project, args)
 }
 
 /// The containers (any run, stopped ones too) whose project is `project`.

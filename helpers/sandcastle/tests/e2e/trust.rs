@@ -4,7 +4,6 @@
 use crate::harness::{self, Harness, docker_or_skip};
 use serde_json::{Value, json};
 use std::net::TcpListener;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -119,19 +118,7 @@ fn a_removed_git_directory_publishes_nothing_of_the_host_repository() {
         "Do the work.",
     );
     // The project is the operator's own repository, with a commit never pushed anywhere.
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .current_dir(h.project())
-            .args(["-c", "user.name=Operator", "-c", "user.email=op@localhost"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let git = |args: &[&str]| sandcastle_testkit::git(h.project(), args);
     git(&["init", "-q", "-b", "main"]);
     std::fs::write(h.project().join("private.txt"), "operator's\n").unwrap();
     git(&["add", "private.txt"]);

@@ -1,0 +1,219 @@
+//! The command line of a turn: the `docker exec` that runs Claude Code and what goes in on its stdin.
+use super::AgentRun;
+use super::session::path_in_container;
+use crate::checkout;
+use crate::hand_out;
+use crate::sandbox::{Sandbox, WORKSPACE};
+use std::process::{Child, Stdio};
+
+/// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
+pub(super) const AGENT_STATUS_MAX: i32 = 125;
+
+/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…` with the turn's marker
+/// line, then the prompt, on stdin: the marker read (a byte at a time, so Claude Code gets the rest),
+/// Claude Code under `sandcastle ask-relay` (which relays each new ask in OUTBOX on the output at
+/// once), then, once it has exited, the cleanup of `KILL_AGENT_PROCESSES` in the same `docker exec` (this shell is
+/// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
+/// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
+/// trailer, when it could not.
+pub(super) const RUN_AGENT: &str = concat!(
+    "IFS= read -r marker || exit 126\nsession=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
+    "sandcastle ask-relay \"$outbox\" -- \"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
+    include_str!("kill_agent_processes.sh"),
+    include_str!("hand_out.sh")
+);
+
+/// One turn's `docker exec`: the session the host names for it, and the marker line that ends
+/// Claude Code's output.
+pub(super) struct CommandLine {
+    argv: Vec<String>,
+    /// The host names the session, so the exec can hand its file out without being told by the
+    /// stream.
+    pub session_id: String,
+    /// The end of Claude Code's output is marked with a word only the host and the exec's shell
+    /// know: it comes in on stdin, never in an argument or a variable.
+    pub marker: String,
+}
+
+impl CommandLine {
+    pub fn new(run: &AgentRun) -> CommandLine {
+        let (session_flag, session_id) = match run.resume {
+            Some(saved) => ("--resume", saved.session_id.clone()),
+            None => (
+                "--session-id",
+                uuid::Uuid::new_v4().hyphenated().to_string(),
+            ),
+        };
+        let mut argv = run_agent_args(&path_in_container(&session_id), &run.commits.known_tip);
+        argv.extend(claude_args(run));
+        argv.extend([session_flag, session_id.as_str(), "-p", "-"].map(String::from));
+        let marker = format!(
+            "{} {}",
+            String::from_utf8_lossy(hand_out::MARKER),
+            uuid::Uuid::new_v4().simple()
+        );
+        CommandLine {
+            argv,
+            session_id,
+            marker,
+        }
+    }
+
+    /// The exec, started with all three pipes.
+    pub fn spawn(&self, sandbox: &Sandbox) -> std::io::Result<Child> {
+        let argv: Vec<&str> = self.argv.iter().map(String::as_str).collect();
+        sandbox
+            .exec_command(&argv)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    }
+
+    /// What the exec reads on stdin: the marker line, then the prompt.
+    pub fn stdin(&self, prompt: &str) -> String {
+        format!("{}\n{prompt}", self.marker)
+    }
+}
+
+/// [`RUN_AGENT`] and its five arguments before Claude Code's own.
+fn run_agent_args(session_in_container: &str, known_tip: &str) -> Vec<String> {
+    [
+        crate::sandbox::PROTECTED_SH,
+        "-c",
+        RUN_AGENT,
+        "sh",
+        session_in_container,
+        checkout::HAND_OUT,
+        WORKSPACE,
+        known_tip,
+        crate::ask::OUTBOX,
+    ]
+    .map(String::from)
+    .into()
+}
+
+/// `claude --print --verbose --output-format stream-json --model M`, then the role's tools: a
+/// reasoning-only role gets no tools and a few turns; the others work in the sandbox, with
+/// `sandcastle mcp`'s `ask` tool besides the command.
+fn claude_args(run: &AgentRun) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "claude",
+        "--print",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--model",
+        run.model,
+    ]
+    .map(String::from)
+    .into();
+    match run.role.max_turns() {
+        Some(turns) => {
+            args.extend(["--tools", "", "--max-turns", &turns.to_string()].map(String::from))
+        }
+        None => args.extend([
+            "--dangerously-skip-permissions".to_string(),
+            "--mcp-config".to_string(),
+            crate::mcp::config(),
+        ]),
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{CommitsOut, SavedSession, TimeLimit};
+    use crate::role::Role;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn turn<'a>(role: Role, resume: Option<&'a SavedSession>) -> AgentRun<'a> {
+        AgentRun {
+            role,
+            model: "claude-sonnet-4-6",
+            prompt: "Do it.",
+            resume,
+            idle_timeout: Duration::from_secs(60),
+            time_limit: TimeLimit {
+                after: Duration::from_secs(600),
+                key: "[sandbox] turnTimeout",
+            },
+            exit_grace: Duration::from_secs(5),
+            log_dir: Path::new("/nonexistent"),
+            iteration: 1,
+            commits: CommitsOut {
+                known_tip: "0".repeat(40),
+                file: "/nonexistent/commits".into(),
+            },
+        }
+    }
+
+    /// Claude Code's part of the argument list, from `claude` on.
+    fn claude(line: &CommandLine) -> Vec<&str> {
+        let at = line.argv.iter().position(|a| a == "claude").unwrap();
+        line.argv[at..].iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn a_working_role_gets_its_tools_and_a_session_the_host_names() {
+        let line = CommandLine::new(&turn(Role::Implementer, None));
+        let mcp = crate::mcp::config();
+        assert_eq!(
+            claude(&line),
+            [
+                "claude",
+                "--print",
+                "--verbose",
+                "--output-format",
+                "stream-json",
+                "--model",
+                "claude-sonnet-4-6",
+                "--dangerously-skip-permissions",
+                "--mcp-config",
+                &mcp,
+                "--session-id",
+                &line.session_id,
+                "-p",
+                "-",
+            ]
+        );
+        assert!(uuid::Uuid::try_parse(&line.session_id).is_ok());
+        assert!(line.argv.contains(&path_in_container(&line.session_id)));
+    }
+
+    #[test]
+    fn a_reasoning_role_gets_no_tools_and_a_resumed_session_keeps_its_id() {
+        let saved = SavedSession {
+            session_id: "3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b".into(),
+            file: "/nonexistent/session.jsonl".into(),
+        };
+        let line = CommandLine::new(&turn(Role::Assessor, Some(&saved)));
+        let args = claude(&line);
+        assert_eq!(
+            args[7..],
+            [
+                "--tools",
+                "",
+                "--max-turns",
+                "3",
+                "--resume",
+                "3de6a402-1c39-4b8e-9f3a-0c2d4e5f6a7b",
+                "-p",
+                "-",
+            ]
+        );
+        assert_eq!(line.session_id, saved.session_id);
+    }
+
+    /// The marker comes in on stdin only: no argument carries its word.
+    #[test]
+    fn the_marker_is_on_stdin_and_in_no_argument() {
+        let line = CommandLine::new(&turn(Role::Implementer, None));
+        let word = line.marker.rsplit(' ').next().unwrap();
+        assert!(line.marker.as_bytes().starts_with(hand_out::MARKER));
+        assert!(line.argv.iter().all(|arg| !arg.contains(word)));
+        assert_eq!(line.stdin("Do it."), format!("{}\nDo it.", line.marker));
+    }
+}

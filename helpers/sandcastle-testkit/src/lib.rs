@@ -1,0 +1,11 @@
+//! What sandcastle's tests share: git run as a test user in a fixture repository, a checkout that
+//! hands its commits out as a sandbox does ([`git`]), and the world every forge test starts from,
+//! a fake forge with `alice/demo` and a project configured for it ([`world`]).
+//!
+//! A dev-dependency only; it depends on no sandcastle crate, so the orchestrator's tests and the
+//! library's alike can use it.
+pub mod git;
+pub mod world;
+
+pub use git::git;
+pub use world::World;
