@@ -4,7 +4,10 @@
 //! the same [`check`] (nothing that leaves a sandbox is trusted).
 use crate::forge_text::clip;
 use crate::role::WorkKey;
+use crate::sandbox::Sandbox;
+use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::LazyLock;
 
@@ -361,6 +364,24 @@ fn write_outbox(ask: &Ask) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Prints the outbox if it is a regular file, nothing if there is none.
+const PRINT_OUTBOX: &str = r#"if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 0; fi
+if [ -L "$1" ] || [ ! -f "$1" ]; then echo "the outbox is not a regular file" >&2; exit 3; fi
+exec cat -- "$1""#;
+
+/// The host's read of the outbox after a turn: its bytes, if the agent left an ask there. Only a
+/// regular file of at most [`MAX_ASK_BYTES`] crosses, as bytes (the agent controls the file).
+pub fn read_outbox(sandbox: &Sandbox, scratch: &Path) -> Result<Option<Vec<u8>>> {
+    sandbox.read_out(
+        &["sh", "-c", PRINT_OUTBOX, "sh", OUTBOX],
+        scratch,
+        MAX_ASK_BYTES,
+    )?;
+    let bytes =
+        std::fs::read(scratch).with_context(|| format!("cannot read {}", scratch.display()))?;
+    Ok((!bytes.is_empty()).then_some(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,5 +533,51 @@ mod tests {
             let _ = from_outbox(&serde_json::to_vec(&ask).unwrap(), WorkKey::Issue(1));
             let _ = from_outbox(&bytes, WorkKey::Issue(1));
         }
+    }
+
+    /// The agent controls its outbox: only a regular file within the size cap crosses, as bytes.
+    #[test]
+    fn only_a_regular_file_of_bounded_size_leaves_the_outbox() {
+        use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
+        if !docker_ready() {
+            return;
+        }
+        let run = TestRun::new("outbox");
+        let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+        let host = tempfile::tempdir().unwrap();
+        let scratch = host.path().join("ask");
+        assert_eq!(read_outbox(&sandbox, &scratch).unwrap(), None, "no ask");
+
+        let dir = std::path::Path::new(OUTBOX)
+            .parent()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        exec(&sandbox, &["mkdir", "-p", dir]);
+        exec(&sandbox, &["ln", "-s", "/etc/passwd", OUTBOX]);
+        let err = read_outbox(&sandbox, &scratch).unwrap_err().to_string();
+        assert!(err.contains("the outbox is not a regular file"), "{err}");
+
+        exec(&sandbox, &["rm", OUTBOX]);
+        exec(&sandbox, &["mkdir", OUTBOX]);
+        assert!(
+            read_outbox(&sandbox, &scratch).is_err(),
+            "a directory is refused"
+        );
+
+        exec(&sandbox, &["rmdir", OUTBOX]);
+        let big = format!("head -c {} /dev/zero > {}", MAX_ASK_BYTES + 1, OUTBOX);
+        exec(&sandbox, &["sh", "-c", &big]);
+        let err = read_outbox(&sandbox, &scratch).unwrap_err().to_string();
+        assert!(err.contains("more than 65536 bytes"), "{err}");
+
+        exec(
+            &sandbox,
+            &["sh", "-c", &format!("echo '{{}}' > {}", OUTBOX)],
+        );
+        assert_eq!(
+            read_outbox(&sandbox, &scratch).unwrap(),
+            Some(b"{}\n".to_vec())
+        );
     }
 }

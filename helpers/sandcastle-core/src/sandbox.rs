@@ -851,8 +851,8 @@ mod tests {
     }
 }
 
-#[cfg(any(test, feature = "test-support"))]
-pub mod test_support;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 #[cfg(test)]
 mod docker_tests;

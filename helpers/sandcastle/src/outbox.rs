@@ -14,21 +14,12 @@ use crate::forge_thread::escape;
 use crate::prompts;
 use crate::report::Asked;
 use crate::state::{OpenAsk, Phase, Settled, Telling, WorkState};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use jiff::Timestamp;
 use sandcastle_core::ask::{self, Ask, Kind};
 use sandcastle_core::role::WorkKey;
-use sandcastle_core::sandbox::Sandbox;
 
 pub use crate::conversation::Due;
-
-/// The largest ask taken out of a sandbox.
-pub const MAX_ASK_BYTES: u64 = 64 * 1024;
-
-/// Prints the outbox if it is a regular file, nothing if there is none.
-const PRINT_OUTBOX: &str = r#"if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 0; fi
-if [ -L "$1" ] || [ ! -f "$1" ]; then echo "the outbox is not a regular file" >&2; exit 3; fi
-exec cat -- "$1""#;
 
 /// The variables every `docker exec` of this work's sandbox gets, so `sandcastle ask` knows its
 /// work and goes on from the revision the orchestrator last took.
@@ -38,18 +29,6 @@ pub fn sandbox_env(key: WorkKey, state: &WorkState) -> [(String, String); 2] {
         (ask::KEY_VAR.to_string(), ask::key_text(key)),
         (ask::REVISION_VAR.to_string(), revision.to_string()),
     ]
-}
-
-/// The outbox's bytes, if the agent left an ask there (the `Sandboxed` seam's real side).
-pub fn read(sandbox: &Sandbox, scratch: &std::path::Path) -> Result<Option<Vec<u8>>> {
-    sandbox.read_out(
-        &["sh", "-c", PRINT_OUTBOX, "sh", ask::OUTBOX],
-        scratch,
-        MAX_ASK_BYTES,
-    )?;
-    let bytes =
-        std::fs::read(scratch).with_context(|| format!("cannot read {}", scratch.display()))?;
-    Ok((!bytes.is_empty()).then_some(bytes))
 }
 
 /// After a turn, or when a turn relays it: a new revision in the outbox is checked again and kept,
@@ -426,45 +405,5 @@ mod tests {
             Err("it is empty".to_string())
         );
         assert_eq!(decision().read("carol", " 1 ").unwrap().option, Some(1));
-    }
-
-    /// The agent controls its outbox: only a regular file within the size cap crosses, as bytes.
-    #[test]
-    fn only_a_regular_file_of_bounded_size_leaves_the_outbox() {
-        use sandcastle_core::sandbox::test_support::{TestRun, docker_ready, exec, spec};
-        if !docker_ready() {
-            return;
-        }
-        let run = TestRun::new("outbox");
-        let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
-        let host = tempfile::tempdir().unwrap();
-        let scratch = host.path().join("ask");
-        assert_eq!(read(&sandbox, &scratch).unwrap(), None, "no ask");
-
-        let dir = std::path::Path::new(ask::OUTBOX)
-            .parent()
-            .unwrap()
-            .to_str()
-            .unwrap();
-        exec(&sandbox, &["mkdir", "-p", dir]);
-        exec(&sandbox, &["ln", "-s", "/etc/passwd", ask::OUTBOX]);
-        let err = read(&sandbox, &scratch).unwrap_err().to_string();
-        assert!(err.contains("the outbox is not a regular file"), "{err}");
-
-        exec(&sandbox, &["rm", ask::OUTBOX]);
-        exec(&sandbox, &["mkdir", ask::OUTBOX]);
-        assert!(read(&sandbox, &scratch).is_err(), "a directory is refused");
-
-        exec(&sandbox, &["rmdir", ask::OUTBOX]);
-        let big = format!("head -c {} /dev/zero > {}", MAX_ASK_BYTES + 1, ask::OUTBOX);
-        exec(&sandbox, &["sh", "-c", &big]);
-        let err = read(&sandbox, &scratch).unwrap_err().to_string();
-        assert!(err.contains("more than 65536 bytes"), "{err}");
-
-        exec(
-            &sandbox,
-            &["sh", "-c", &format!("echo '{{}}' > {}", ask::OUTBOX)],
-        );
-        assert_eq!(read(&sandbox, &scratch).unwrap(), Some(b"{}\n".to_vec()));
     }
 }

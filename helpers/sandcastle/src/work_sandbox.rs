@@ -7,10 +7,10 @@
 //! failed, and the next one gets a fresh one.
 //! Removed when dropped (on success, error or panic), the cache volume too.
 use crate::context::Context;
-use crate::outbox;
 use crate::seam::{Relayed, Sandboxed, Turn};
 use anyhow::Result;
 use sandcastle_core::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
+use sandcastle_core::ask;
 use sandcastle_core::checkout;
 use sandcastle_core::gate::{self, GateOutcome};
 use sandcastle_core::git::{Imported, WorkRepo};
@@ -317,7 +317,7 @@ impl Sandboxed for WorkSandbox<'_> {
             return Ok(None);
         };
         let scratch = self.repo.scratch_file()?;
-        outbox::read(sandbox, scratch.path())
+        ask::read_outbox(sandbox, scratch.path())
     }
 
     /// What the last turn handed out, else with an exec of its own; without a sandbox there is

@@ -11,7 +11,7 @@ const MAPS: [(&str, &str); 2] = [
     ("## The orchestrator's modules", "."),
 ];
 
-/// Files compiled only for tests (`test-support` shares them with the orchestrator's tests).
+/// Files compiled only for tests.
 const TEST_ONLY: [&str; 1] = ["sandbox/test_support.rs"];
 
 /// The `*.rs` names in the first column of the table under `heading`.

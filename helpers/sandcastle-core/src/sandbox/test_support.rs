@@ -1,5 +1,4 @@
-//! What tests of sandboxes share (here and in the orchestrator, through the `test-support`
-//! feature): the test image (`checks/docker/build-test-image.sh`), whether Docker tests run, a run
+//! What the Docker tests of the machinery share: the test image (`checks/docker/build-test-image.sh`), whether Docker tests run, a run
 //! whose containers go when it ends, a sandbox's spec and a checked `docker exec`.
 use super::*;
 
