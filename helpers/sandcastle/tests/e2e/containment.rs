@@ -3,7 +3,6 @@
 //! scripted model and forge.
 use crate::harness::{Harness, docker_or_skip};
 use serde_json::{Value, json};
-use std::process::Command;
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 
@@ -26,22 +25,6 @@ fn implementer_prompts(h: &Harness) -> Vec<String> {
         .into_iter()
         .filter(|r| r.prompt.contains("The issue: #1\n"))
         .map(|r| r.latest)
-        .collect()
-}
-
-/// This project's Docker volumes (any run).
-fn volumes(h: &Harness) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["volume", "ls", "-q", "--filter"])
-        .arg(format!(
-            "label=sandcastle.project={}",
-            h.project().display()
-        ))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
         .collect()
 }
 
@@ -83,7 +66,7 @@ fn the_gate_sees_only_the_commit(check: &str, plant: &str) {
     );
     assert!(h.containers().is_empty(), "{:?}", h.containers());
     assert!(
-        volumes(&h).is_empty(),
+        h.volumes().is_empty(),
         "the gate's cache is removed with the work"
     );
 }

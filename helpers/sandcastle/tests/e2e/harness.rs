@@ -111,6 +111,11 @@ impl Harness {
         containers_of(self.project())
     }
 
+    /// This project's Docker volumes (any run).
+    pub fn volumes(&self) -> Vec<String> {
+        labelled(&["volume", "ls", "-q"], self.project())
+    }
+
     /// Another orchestrator's project on the same forge and model, as on a second host.
     pub fn another_host(&self) -> Host {
         let project = tempfile::tempdir().unwrap();
@@ -468,9 +473,15 @@ fn command_in(project: &Path, args: &[&str]) -> Command {
 
 /// The containers (any run, stopped ones too) whose project is `project`.
 fn containers_of(project: &Path) -> Vec<String> {
+    labelled(&["ps", "-aq"], project)
+}
+
+/// The ids `docker <list>` prints for the objects whose project label is `project`.
+fn labelled(list: &[&str], project: &Path) -> Vec<String> {
     let project = project.canonicalize().unwrap();
     let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
+        .args(list)
+        .arg("--filter")
         .arg(format!("label=sandcastle.project={}", project.display()))
         .output()
         .unwrap();
