@@ -2,6 +2,7 @@
 //! sandcastle last pushed, the rounds spent, whom it asked; and whether a round is in progress.
 //! Below the green lane, so publishing and planning read and write it without the lane itself.
 use crate::context::Context;
+use crate::json_file;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Context as _, Result};
 use sandcastle_core::role::WorkKey;
@@ -43,30 +44,14 @@ impl Record {
 
     /// Written atomically.
     pub fn save(&self, dir: &Path, pull: u64) -> Result<()> {
-        let path = Self::path(dir, pull);
-        let parent = path.parent().expect("a file in green/");
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+        json_file::save(&Self::path(dir, pull), self)
     }
 
     /// Every pull request's record, by number.
     pub fn all(dir: &Path) -> Result<Vec<(u64, Record)>> {
-        let green = dir.join("green");
-        let entries = match std::fs::read_dir(&green) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", green.display())),
-        };
         let mut all = Vec::new();
-        for entry in entries {
-            let name = entry?.file_name();
-            let number = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("pr-")?.strip_suffix(".json")?.parse().ok());
+        for stem in json_file::stems(&dir.join("green"))? {
+            let number = stem.strip_prefix("pr-").and_then(|n| n.parse().ok());
             if let Some(number) = number {
                 all.push((number, Record::load(dir, number)?));
             }

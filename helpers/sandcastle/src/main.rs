@@ -11,6 +11,7 @@ mod forge_thread;
 mod green;
 mod green_record;
 mod handlers;
+mod json_file;
 mod outbox;
 mod pass;
 mod piece;

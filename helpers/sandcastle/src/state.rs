@@ -6,6 +6,7 @@ mod conversation;
 pub use clarification::{Clarification, Round};
 pub use conversation::{Answer, Channel, Conversation, OpenAsk, Settled, Telling, Waiting};
 
+use crate::json_file;
 use anyhow::{Context as _, Result};
 use sandcastle_core::agent::SavedSession;
 use sandcastle_core::forge::CommitStatus;
@@ -246,18 +247,9 @@ impl WorkState {
 
     /// Every saved state that `keep` keeps, by slug.
     fn all_where(dir: &Path, keep: impl Fn(&WorkState) -> bool) -> Result<Vec<WorkState>> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
-        };
         let mut states = Vec::new();
-        for entry in entries {
-            let name = entry?.file_name();
-            let Some(slug) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
-                continue;
-            };
-            if let Some(state) = Self::load(dir, slug)?
+        for slug in json_file::stems(dir)? {
+            if let Some(state) = Self::load(dir, &slug)?
                 && keep(&state)
             {
                 states.push(state);
@@ -311,12 +303,7 @@ impl WorkState {
 
     /// Written atomically, so a kill mid-write leaves the previous state.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let path = Self::path(dir, &self.slug);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+        json_file::save(&Self::path(dir, &self.slug), self)
     }
 
     pub fn set_session(&mut self, role: Role, session: SavedSession) {
