@@ -8,36 +8,46 @@ use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Runs `command` to its end, as `Command::output` does, but for at most `limit`. The program
-/// runs in a process group of its own, so a hang is ended for all of it (git's HTTP helper too).
-pub fn output_within(command: &mut Command, limit: Duration, what: &str) -> Result<Output> {
+/// The most of a program's stderr kept; the rest is read and dropped.
+const MAX_STDERR_BYTES: u64 = 64 * 1024;
+
+/// Runs `command` to its end, as `Command::output` does, but for at most `limit`, keeping at most
+/// `max_stdout` bytes of what it prints: a program that prints more is stopped, one clear error.
+/// The program runs in a process group of its own, so a hang is ended for all of it (git's HTTP
+/// helper too).
+pub fn output_within(
+    command: &mut Command,
+    limit: Duration,
+    max_stdout: u64,
+    what: &str,
+) -> Result<Output> {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
         .with_context(|| format!("cannot start `{what}`"))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+    let group = rustix::process::Pid::from_raw(child.id() as i32);
+    let stdout = child.stdout.take().map(|pipe| {
         thread::spawn(move || {
             let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
+            let _ = pipe.take(max_stdout + 1).read_to_end(&mut bytes);
+            if bytes.len() as u64 > max_stdout
+                && let Some(group) = group
+            {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
             }
             bytes
         })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    });
+    let stderr = child.stderr.take().map(|mut pipe| {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.by_ref().take(MAX_STDERR_BYTES).read_to_end(&mut bytes);
+            let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+            bytes
+        })
+    });
     let until = Instant::now() + limit;
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -58,10 +68,17 @@ pub fn output_within(command: &mut Command, limit: Duration, what: &str) -> Resu
             humantime::format_duration(limit)
         );
     };
+    let joined = |pipe: Option<thread::JoinHandle<Vec<u8>>>| {
+        pipe.and_then(|p| p.join().ok()).unwrap_or_default()
+    };
+    let stdout = joined(stdout);
+    if stdout.len() as u64 > max_stdout {
+        bail!("`{what}` printed more than {max_stdout} bytes and was stopped");
+    }
     Ok(Output {
         status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
+        stdout,
+        stderr: joined(stderr),
     })
 }
 
@@ -114,6 +131,7 @@ mod tests {
         let out = output_within(
             Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
             Duration::from_secs(10),
+            4,
             "sh",
         )
         .unwrap();
@@ -129,6 +147,7 @@ mod tests {
         let error = output_within(
             Command::new("sh").args(["-c", "sleep 60 & sleep 60; wait"]),
             Duration::from_secs(1),
+            1024,
             "sh hang",
         )
         .unwrap_err();
@@ -137,5 +156,21 @@ mod tests {
             "`sh hang` did not finish within 1s and was stopped"
         );
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// A program that prints without end is stopped at the bound, not read whole.
+    #[test]
+    fn output_past_the_bound_stops_the_program() {
+        let error = output_within(
+            Command::new("sh").args(["-c", "yes; sleep 60"]),
+            Duration::from_secs(60),
+            64 * 1024,
+            "yes",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`yes` printed more than 65536 bytes and was stopped"
+        );
     }
 }

@@ -78,6 +78,34 @@ const IMPORT_CONFIG: [&str; 12] = [
     "fetch.fsckObjects=true",
 ];
 
+/// The most new commits one import may bring in.
+pub const MAX_NEW_COMMITS: u64 = 10_000;
+/// The most one new commit may weigh as git stores it (headers and message): a longer one is
+/// refused by its size, before any of it is read.
+pub const MAX_COMMIT_BYTES: u64 = 1024 * 1024;
+/// The most the new commits of one import may weigh together.
+pub const MAX_NEW_COMMITS_BYTES: u64 = 32 * 1024 * 1024;
+/// The most any git command's output may be: what the host reads whole.
+const MAX_GIT_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// The most subject lines [`WorkRepo::new_commits`] and [`WorkRepo::commits_since`] give (the
+/// newest), and the most columns of each (a longer one is cut, ending in `..`).
+pub const MAX_SUBJECTS: usize = 100;
+pub const MAX_SUBJECT_COLUMNS: usize = 100;
+
+/// What the forge holds besides its branches, mirrored so that an import knows their commits as
+/// another branch's: pull requests' heads (`refs/pull/N/head`) and tags.
+const FORGE_REFSPECS: [&str; 3] = [
+    "+refs/heads/*:refs/remotes/origin/*",
+    "+refs/pull/*:refs/remotes/origin-pull/*",
+    "+refs/tags/*:refs/remotes/origin-tags/*",
+];
+/// Every commit the forge holds, as `rev-list` arguments over those mirrors.
+const FORGE_COMMITS: [&str; 3] = [
+    "--remotes=origin",
+    "--remotes=origin-pull",
+    "--remotes=origin-tags",
+];
+
 /// The config key that records which remote a work repository belongs to.
 const REMOTE_KEY: &str = "sandcastle.remote";
 
@@ -90,8 +118,9 @@ pub fn remote_url(forge_url: &str, repo: &str) -> String {
     )
 }
 
-/// One piece of work's repository: `refs/remotes/origin/*` mirror the remote's branches,
-/// `refs/heads/<branch>` is the work as far as the host has it.
+/// One piece of work's repository: `refs/remotes/origin/*` mirror the remote's branches
+/// (`origin-pull/*` and `origin-tags/*` its pull requests' heads and tags), `refs/heads/<branch>`
+/// is the work as far as the host has it.
 pub struct WorkRepo {
     git_dir: PathBuf,
     remote: String,
@@ -202,18 +231,17 @@ impl WorkRepo {
             creds: Some(creds),
             address_space: None,
         };
-        git.run(
-            &[
-                "fetch",
-                "--prune",
-                "--quiet",
-                "--no-write-fetch-head",
-                "--",
-                &self.remote,
-                "+refs/heads/*:refs/remotes/origin/*",
-            ],
-            &format!("fetch from {}", self.remote),
-        )
+        let mut args = vec![
+            "fetch",
+            "--prune",
+            "--no-tags",
+            "--quiet",
+            "--no-write-fetch-head",
+            "--",
+            &self.remote,
+        ];
+        args.extend(FORGE_REFSPECS);
+        git.run(&args, &format!("fetch from {}", self.remote))
     }
 
     fn place_branch(&self) -> Result<()> {
@@ -291,18 +319,24 @@ impl WorkRepo {
         self.subjects(from)
     }
 
+    /// The subjects of the newest [`MAX_SUBJECTS`] commits since `from`, oldest first, each cut
+    /// by git to [`MAX_SUBJECT_COLUMNS`]: agent text, bounded before it is read.
     fn subjects(&self, from: &str) -> Result<Vec<String>> {
         let range = format!("{from}..refs/heads/{}", self.branch);
+        let count = format!("--max-count={MAX_SUBJECTS}");
+        let format = format!("--format=%<({MAX_SUBJECT_COLUMNS},trunc)%s");
         let args = [
             "log",
             "--reverse",
-            "--format=%s",
+            "--encoding=none",
+            &count,
+            &format,
             "--end-of-options",
             &range,
             "--",
         ];
         let log = self.git().output(&args, "log")?;
-        Ok(log.lines().map(str::to_string).collect())
+        Ok(log.lines().map(|s| s.trim_end().to_string()).collect())
     }
 
     /// The paths the work changed: their content at the tip differs from that at `start` and from
@@ -409,7 +443,10 @@ impl WorkRepo {
             )
             .map_err(|_| anyhow!("the sandbox's HEAD is not a commit"))?
         } else {
-            let text = std::fs::read(handed_out)
+            // An id line is at most 65 bytes: no more is read, whatever the file's size.
+            let mut text = Vec::new();
+            std::fs::File::open(handed_out)
+                .and_then(|f| f.take(80).read_to_end(&mut text))
                 .with_context(|| format!("cannot read {}", handed_out.display()))?;
             let named = std::str::from_utf8(&text).unwrap_or_default().trim();
             if !is_object_id(named) {
@@ -431,9 +468,8 @@ impl WorkRepo {
     }
 
     /// Why `tip` may not become the work, if it may not: it must descend from the work's start,
-    /// bring in no commit of another branch on the forge (which this repository mirrors), and none
-    /// of its new commits may say a closing keyword before an issue reference in its message
-    /// (Forgejo acts on those once the commit reaches the default branch).
+    /// bring in no commit of another branch, pull request or tag on the forge (which this
+    /// repository mirrors), and its new commits' messages must pass [`WorkRepo::messages_refusal`].
     fn refusal(&self, tip: &str) -> Result<Option<String>> {
         let git = self.git();
         let base = format!("refs/remotes/origin/{}", self.base);
@@ -454,14 +490,16 @@ impl WorkRepo {
             known.push(own);
         }
         let new = self.count(tip, &known)?;
-        let elsewhere = new - self.count(tip, &[start, "--remotes=origin".to_string()])?;
+        let mut forge = vec![start];
+        forge.extend(FORGE_COMMITS.map(String::from));
+        let elsewhere = new - self.count(tip, &forge)?;
         if elsewhere > 0 {
             return Ok(Some(format!(
-                "{elsewhere} of the commits handed out are another branch's on the forge: build on \
-                 the branch you were given, never on another branch"
+                "{elsewhere} of the commits handed out are another branch's (or pull request's, or \
+                 tag's) on the forge: build on the branch you were given, never on another branch"
             )));
         }
-        self.closing_message(tip, &known)
+        self.messages_refusal(tip, &known)
     }
 
     /// How many commits `tip` has that none of `not` has.
@@ -473,30 +511,65 @@ impl WorkRepo {
             .map_err(|_| anyhow!("git rev-list counted {text:?}"))
     }
 
-    /// The refusal of the first commit of `tip` that none of `not` has whose message says a
-    /// closing keyword before a reference.
-    fn closing_message(&self, tip: &str, not: &[String]) -> Result<Option<String>> {
-        let mut args = vec!["log", "-z", "--format=%H%n%B", tip, "--not"];
+    /// The refusal of the new commits of `tip` (those none of `not` has), if their messages are
+    /// not what the forge may read: too many commits, one heavier than [`MAX_COMMIT_BYTES`] or all
+    /// heavier than [`MAX_NEW_COMMITS_BYTES`] (told by their sizes, before any is read), a message
+    /// in another encoding than UTF-8 (by its `encoding` header or its bytes), one with a NUL, or
+    /// one that says a closing keyword before a reference (Forgejo acts on those once the commit
+    /// reaches the default branch). The messages are read raw, as the forge reads them.
+    fn messages_refusal(&self, tip: &str, not: &[String]) -> Result<Option<String>> {
+        let new = self.count(tip, not)?;
+        if new > MAX_NEW_COMMITS {
+            return Ok(Some(format!(
+                "{new} new commits were handed out, more than the {MAX_NEW_COMMITS} one turn may \
+                 bring: squash them into fewer commits (`git rebase -i`)"
+            )));
+        }
+        let mut args = vec!["rev-list", tip, "--not"];
         args.extend(not.iter().map(String::as_str));
-        let messages = self.git().output(&args, "log")?;
-        for record in messages.split('\0') {
-            let (id, message) = record.split_once('\n').unwrap_or((record, ""));
-            let id = id.trim_start();
-            // With `-z` a NUL ends a record: one inside a message would hide what follows it.
-            if !is_object_id(id) && !record.trim().is_empty() {
-                return Ok(Some(
-                    "a commit message holds a NUL byte: write plain text messages".to_string(),
-                ));
-            }
-            if let Some(said) = forge_text::closing_reference(message) {
-                let subject = message.lines().next().unwrap_or_default();
+        let ids = self.git().output(&args, "rev-list")?;
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let list = self.scratch_file()?;
+        std::fs::write(list.path(), format!("{ids}\n"))
+            .with_context(|| format!("cannot write {}", list.path().display()))?;
+        let sizes = self.git().bytes_from(
+            &["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+            list.path(),
+            "cat-file --batch-check",
+        )?;
+        let mut total = 0;
+        for line in String::from_utf8_lossy(&sizes).lines() {
+            let (id, size) = line.split_once(' ').unwrap_or((line, ""));
+            let size: u64 = size
+                .parse()
+                .map_err(|_| anyhow!("git cat-file said {line:?} of a commit"))?;
+            if size > MAX_COMMIT_BYTES {
                 return Ok(Some(format!(
-                    "the message of commit {} ({subject:?}) says {said:?}: a closing keyword \
-                     before an issue reference closes that issue once the commit is merged. Reword \
-                     it without the keyword (`git commit --amend`, or `git rebase -i` for an \
-                     earlier commit); sandcastle's pull request says which issue it closes",
-                    short(id)
+                    "commit {} is {} KiB, more than the {} KiB a commit may be: write a shorter \
+                     message (`git commit --amend`, or `git rebase -i` for an earlier commit)",
+                    short(id),
+                    size >> 10,
+                    MAX_COMMIT_BYTES >> 10
                 )));
+            }
+            total += size;
+        }
+        if total > MAX_NEW_COMMITS_BYTES {
+            return Ok(Some(format!(
+                "the {new} new commits are {} MiB together, more than the {} MiB one turn may \
+                 bring: write shorter messages, or squash commits (`git rebase -i`)",
+                total >> 20,
+                MAX_NEW_COMMITS_BYTES >> 20
+            )));
+        }
+        let objects =
+            self.git()
+                .bytes_from(&["cat-file", "--batch"], list.path(), "cat-file --batch")?;
+        for commit in raw_commits(&objects)? {
+            if let Some(why) = message_refusal(&commit) {
+                return Ok(Some(why));
             }
         }
         Ok(None)
@@ -545,6 +618,92 @@ impl WorkRepo {
 /// An object id as people read it: its first 12 digits.
 fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
+}
+
+/// One commit object as git stores it.
+struct RawCommit<'a> {
+    id: &'a str,
+    /// The header lines (a continuation line starts with a space).
+    headers: &'a [u8],
+    message: &'a [u8],
+}
+
+/// The commits in `git cat-file --batch`'s output: `<id> commit <size>`, the object, a newline.
+fn raw_commits(mut batch: &[u8]) -> Result<Vec<RawCommit<'_>>> {
+    let mut commits = Vec::new();
+    while !batch.is_empty() {
+        let end = batch
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| anyhow!("git cat-file --batch ended in a header"))?;
+        let header = std::str::from_utf8(&batch[..end]).unwrap_or_default();
+        let mut fields = header.split(' ');
+        let (Some(id), Some("commit"), Some(size)) = (fields.next(), fields.next(), fields.next())
+        else {
+            bail!("git cat-file --batch said {header:?} of a commit");
+        };
+        let size: usize = size
+            .parse()
+            .map_err(|_| anyhow!("git cat-file --batch said {header:?} of a commit"))?;
+        let object = batch
+            .get(end + 1..end + 1 + size)
+            .ok_or_else(|| anyhow!("git cat-file --batch cut commit {id} short"))?;
+        let (headers, message) = match object.windows(2).position(|w| w == b"\n\n") {
+            Some(at) => (&object[..at], &object[at + 2..]),
+            None => (object, &b""[..]),
+        };
+        commits.push(RawCommit {
+            id,
+            headers,
+            message,
+        });
+        batch = batch.get(end + 2 + size..).unwrap_or_default();
+    }
+    Ok(commits)
+}
+
+/// Why the forge may not read `commit`'s message as it is, if it may not.
+fn message_refusal(commit: &RawCommit) -> Option<String> {
+    let id = short(commit.id);
+    let encoding = commit
+        .headers
+        .split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(b"encoding "));
+    if let Some(encoding) = encoding
+        && !matches!(encoding.to_ascii_lowercase().as_slice(), b"utf-8" | b"utf8")
+    {
+        let named: String = String::from_utf8_lossy(encoding).chars().take(40).collect();
+        return Some(format!(
+            "the message of commit {id} is declared in the encoding {named:?}: the forge reads \
+             the bytes, so write messages in UTF-8 with no other encoding \
+             (`git -c i18n.commitEncoding=UTF-8 commit --amend`)"
+        ));
+    }
+    if commit.message.contains(&0) {
+        return Some(format!(
+            "the message of commit {id} holds a NUL byte: write plain text messages"
+        ));
+    }
+    let Ok(message) = std::str::from_utf8(commit.message) else {
+        return Some(format!(
+            "the message of commit {id} is not UTF-8: write messages in UTF-8 \
+             (`git commit --amend`)"
+        ));
+    };
+    let said = forge_text::closing_reference(message)?;
+    let subject: String = message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(80)
+        .collect();
+    Some(format!(
+        "the message of commit {id} ({subject:?}) says {said:?}: a closing keyword \
+         before an issue reference closes that issue once the commit is merged. Reword \
+         it without the keyword (`git commit --amend`, or `git rebase -i` for an \
+         earlier commit); sandcastle's pull request says which issue it closes"
+    ))
 }
 
 /// A full hexadecimal object id (SHA-1 or SHA-256).
@@ -641,22 +800,44 @@ impl<'a> Git<'a> {
         cmd
     }
 
-    /// Runs git to its end, within `GIT_TIMEOUT`.
+    /// Runs git to its end, within `GIT_TIMEOUT` and [`MAX_GIT_OUTPUT_BYTES`].
     fn finish(&self, args: &[&str], what: &str) -> Result<Output> {
+        self.finish_command(self.command(args), what)
+    }
+
+    fn finish_command(&self, mut command: Command, what: &str) -> Result<Output> {
         let limit = deadline::bound(TIMEOUT_VAR, GIT_TIMEOUT);
-        deadline::output_within(&mut self.command(args), limit, &format!("git {what}")).map_err(
-            |error| match error.downcast_ref::<std::io::Error>() {
+        let what = format!("git {what}");
+        deadline::output_within(&mut command, limit, MAX_GIT_OUTPUT_BYTES, &what).map_err(|error| {
+            match error.downcast_ref::<std::io::Error>() {
                 Some(_) => anyhow!("cannot run git ({error}); install git"),
                 None => error,
-            },
-        )
+            }
+        })
     }
 
     /// Runs git; on failure, a one-line error with what it was doing, where, and git's complaint.
     fn output(&self, args: &[&str], what: &str) -> Result<String> {
         let out = self.finish(args, what)?;
+        let stdout = self.checked(out, what)?;
+        Ok(String::from_utf8_lossy(&stdout).trim().to_string())
+    }
+
+    /// Runs git with the file `input` as its stdin; its output's bytes, or the error of `output`.
+    fn bytes_from(&self, args: &[&str], input: &Path, what: &str) -> Result<Vec<u8>> {
+        let mut command = self.command(args);
+        let file = std::fs::File::open(input)
+            .with_context(|| format!("cannot read {}", input.display()))?;
+        command.stdin(file);
+        let out = self.finish_command(command, what)?;
+        self.checked(out, what)
+    }
+
+    /// `out`'s stdout if git succeeded; else a one-line error with what it was doing, where, and
+    /// git's complaint.
+    fn checked(&self, out: Output, what: &str) -> Result<Vec<u8>> {
         if out.status.success() {
-            return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
+            return Ok(out.stdout);
         }
         let where_ = self
             .git_dir
@@ -788,6 +969,14 @@ pub(crate) mod tests {
         let handed_out = repo.scratch_file().unwrap();
         checkout.hand_out(&known, handed_out.path());
         repo.import(handed_out.path()).unwrap()
+    }
+
+    /// Why an import refused; a taken tip fails the test.
+    fn refused(imported: Imported) -> String {
+        match imported {
+            Imported::Refused(why) => why,
+            Imported::Tip(tip) => panic!("{tip} was taken"),
+        }
     }
 
     /// The tip an import took; a refusal fails the test.
@@ -960,6 +1149,113 @@ pub(crate) mod tests {
 
         let tip = agent_commits(&repo, &["Fix the paging (see #2)"]);
         assert_eq!(repo.tip().unwrap(), tip);
+    }
+
+    /// A message whose `encoding` header is not UTF-8 is refused even though `git log` would show
+    /// it re-encoded to noise: the forge reads its bytes. So is a message that is not UTF-8.
+    #[test]
+    fn an_import_refuses_messages_in_another_encoding() {
+        let remote = Remote::new();
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+
+        let why = refused(hand_out(
+            &repo,
+            &[],
+            &[&[
+                "-c",
+                "i18n.commitEncoding=IBM037",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "Fixes #7",
+            ]],
+        ));
+        assert!(why.contains("IBM037"), "{why}");
+        assert!(why.contains("UTF-8"), "{why}");
+        assert!(!why.contains('\n'), "{why:?}");
+        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+
+        // Written raw: `git commit` would take the bytes as Latin-1 and convert them.
+        let tree = fixture_git(
+            &remote.path("r.git"),
+            &["rev-parse", &format!("{start}^{{tree}}")],
+        );
+        let who = "Agent <agent@localhost> 1700000000 +0000";
+        let raw = remote.path("latin1-commit");
+        let mut object =
+            format!("tree {tree}\nparent {start}\nauthor {who}\ncommitter {who}\n\n").into_bytes();
+        object.extend(b"Caf\xe9 au lait\n");
+        std::fs::write(&raw, object).unwrap();
+        let raw = raw.to_str().unwrap();
+        let id = fixture_git(&remote.path("seed"), &["hash-object", "-t", "commit", raw]);
+        let why = refused(hand_out(
+            &repo,
+            &[],
+            &[
+                &["hash-object", "-w", "-t", "commit", raw],
+                &["update-ref", "HEAD", &id],
+            ],
+        ));
+        assert!(why.contains("not UTF-8"), "{why}");
+
+        // An explicit UTF-8 header is no other encoding.
+        taken(hand_out(
+            &repo,
+            &[],
+            &[&[
+                "-c",
+                "i18n.commitEncoding=utf8",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "Caf\u{e9} (see #7)",
+            ]],
+        ));
+    }
+
+    /// Commits the forge holds only under a pull request (`refs/pull/N/head`) or a tag are another
+    /// branch's: handed out as the agent's own, they are refused.
+    #[test]
+    fn an_import_refuses_commits_of_pull_requests_and_tags() {
+        let remote = Remote::new();
+        let seed = remote.path("seed");
+        fixture_git(&seed, &["checkout", "--quiet", "-b", "contributor"]);
+        commit(&seed, "someone else's pull request");
+        fixture_git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/pull/1/head"],
+        );
+        fixture_git(
+            &seed,
+            &["checkout", "--quiet", "-b", "released", "origin/main"],
+        );
+        commit(&seed, "only in a release");
+        fixture_git(&seed, &["tag", "-a", "-m", "v1", "v1"]);
+        fixture_git(&seed, &["push", "--quiet", "origin", "refs/tags/v1"]);
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+
+        for (what, forge_ref) in [
+            ("pull request", "refs/pull/1/head"),
+            ("tag", "refs/tags/v1"),
+        ] {
+            let fetch = ["fetch", "--quiet", &remote.url, forge_ref];
+            let why = refused(hand_out(
+                &repo,
+                &["built on it"],
+                &[&fetch, &["reset", "--quiet", "--hard", "FETCH_HEAD"]],
+            ));
+            assert!(
+                why.contains("1 of the commits handed out are another branch's"),
+                "{what}: {why}"
+            );
+            assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+        }
     }
 
     #[test]

@@ -41,6 +41,9 @@ const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
 /// Test only: whole seconds replacing both bounds.
 const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_DOCKER_TIMEOUT";
+/// The most a `docker` command's output may be (an exec's runs in the agent's container): what
+/// the host reads whole.
+const MAX_DOCKER_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Limits and wiring from `[sandbox]` in the config.
 pub struct SandboxSpec<'a> {
@@ -391,15 +394,15 @@ pub fn output(command: &mut Command, what: &str) -> Result<String> {
 }
 
 fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<String> {
-    let result = deadline::output_within(command, limit, what).map_err(|error| match error
-        .downcast_ref::<std::io::Error>(
-    ) {
-        Some(io) if io.kind() == std::io::ErrorKind::NotFound => {
-            anyhow::anyhow!("the `docker` CLI is not on PATH: install Docker's client")
-        }
-        Some(io) => anyhow::anyhow!("cannot run `{what}`: {io}"),
-        None => error,
-    })?;
+    let result = deadline::output_within(command, limit, MAX_DOCKER_OUTPUT_BYTES, what).map_err(
+        |error| match error.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                anyhow::anyhow!("the `docker` CLI is not on PATH: install Docker's client")
+            }
+            Some(io) => anyhow::anyhow!("cannot run `{what}`: {io}"),
+            None => error,
+        },
+    )?;
     if !result.status.success() {
         let stderr = String::from_utf8_lossy(&result.stderr);
         // The first line says what went wrong; later ones are hints ("Run 'docker run --help'").
