@@ -130,6 +130,17 @@ pub fn commit_file(
     Ok(sha)
 }
 
+/// `refs/pull/<number>/head` in the base repository `git_dir`, as Forgejo keeps it: the head
+/// branch's commit when the pull request is opened (fetched from `head_dir` when that is a fork).
+pub fn set_pull_head(git_dir: &Path, number: u64, head_dir: &Path, head: &str) -> Result<()> {
+    let mut fetch = git(git_dir);
+    fetch
+        .args(["fetch", "--quiet", "--no-tags", "--"])
+        .arg(head_dir)
+        .arg(format!("+refs/heads/{head}:refs/pull/{number}/head"));
+    run(fetch, None).map(drop)
+}
+
 /// The commit a branch points at, if the branch exists.
 pub fn rev_parse(git_dir: &Path, branch: &str) -> Result<Option<String>> {
     resolve(git_dir, &format!("refs/heads/{branch}"))

@@ -168,6 +168,10 @@ impl Shared {
             }),
             now: now(),
         })?;
-        Ok(issue.number)
+        let number = issue.number;
+        drop(state);
+        git::set_pull_head(&self.repo_dir(owner, name), number, &head_dir, head)
+            .map_err(|e| ApiError::new(500, e.to_string()))?;
+        Ok(number)
     }
 }

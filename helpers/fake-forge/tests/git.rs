@@ -188,3 +188,19 @@ fn pushes_larger_than_gits_post_buffer_stream_in_chunks() {
     );
     assert_eq!(forge.push_count(), 1);
 }
+
+/// As on Forgejo, an opened pull request's head is served as `refs/pull/<number>/head`.
+#[test]
+fn a_pull_requests_head_is_served_as_refs_pull() {
+    let (forge, _) = forge();
+    let head = forge
+        .commit_file("alice/demo", "feature", "f.txt", "f\n", "Feature")
+        .unwrap();
+    let number = forge
+        .create_pull("alice/demo", "alice", "feature", "main", "Feature", &[])
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("{}/alice/demo.git", forge.url());
+    let advertised = git(tmp.path(), &["ls-remote", &url, "refs/pull/*"]);
+    assert_eq!(advertised, format!("{head}\trefs/pull/{number}/head"));
+}
