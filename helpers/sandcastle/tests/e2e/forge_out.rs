@@ -245,6 +245,58 @@ fn a_closing_keyword_in_a_commit_message_is_refused() {
     );
 }
 
+/// A message the forge would read otherwise than the host: `Fixes #2` under an `encoding IBM037`
+/// header (git shows it re-encoded to noise; the forge reads the bytes), then a 2 MB message. Each
+/// is refused on import before it is read whole, the agent is told why, and only the reworded
+/// commit reaches the forge; #2 stays open.
+#[test]
+fn a_message_in_another_encoding_or_too_long_is_refused() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = issue_with(
+        "The work",
+        json!([
+            bash(
+                "echo hi > hi.txt && git add hi.txt && git -c i18n.commitEncoding=IBM037 commit -qm 'Fixes #2'"
+            ),
+            done(),
+            bash(
+                "head -c 2000000 /dev/zero | tr '\\0' a > /tmp/long && git commit --amend -q --cleanup=verbatim -F /tmp/long"
+            ),
+            done(),
+            bash("git commit --amend -qm 'Add greeting'"),
+            done(),
+        ]),
+        "",
+    );
+    assert_eq!(h.create_issue("Other", "Unrelated.", &[]), 2);
+
+    let output = h.sandcastle(&["run", "--issue", "1"]);
+    assert!(output.status.success());
+
+    let latest: Vec<String> = h.anthropic.requests().into_iter().map(|r| r.latest).collect();
+    assert!(
+        told(&h, "is declared in the encoding \"IBM037\""),
+        "the next prompt says why: {latest:#?}"
+    );
+    assert!(
+        told(&h, "more than the 1024 KiB a commit may be"),
+        "the next prompt says why: {latest:#?}"
+    );
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")
+            .first()
+            .map(String::as_str),
+        Some("Add greeting")
+    );
+    let raw = h.remote_git(&["log", "--all", "--encoding=none", "--format=%B"]);
+    let messages = String::from_utf8_lossy(&raw.stdout);
+    assert!(!messages.contains("Fixes #2"), "{messages}");
+    assert!(!messages.contains("aaaa"), "the long message stayed out");
+    assert_eq!(h.get("/issues/2")["state"], "open");
+}
+
 /// The work repository mirrors every forge branch: the agent fetches a maintainer's unreviewed
 /// branch and hands its tip out as its own. It is refused, and only the agent's own work is
 /// published.
