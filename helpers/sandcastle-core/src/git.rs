@@ -85,6 +85,9 @@ pub const MAX_NEW_COMMITS: u64 = 10_000;
 pub const MAX_COMMIT_BYTES: u64 = 1024 * 1024;
 /// The most the new commits of one import may weigh together.
 pub const MAX_NEW_COMMITS_BYTES: u64 = 32 * 1024 * 1024;
+/// The most paths a change may touch, counted against both the work's start and the base: what
+/// [`WorkRepo::changed_paths`] and the lists made from it hold at most.
+pub const MAX_CHANGED_PATHS: u64 = 100_000;
 /// The most any git command's output may be: what the host reads whole.
 const MAX_GIT_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
 /// The most subject lines [`WorkRepo::new_commits`] and [`WorkRepo::commits_since`] give (the
@@ -490,6 +493,9 @@ impl WorkRepo {
             known.push(own);
         }
         let new = self.count(tip, &known)?;
+        if let Some(why) = self.paths_refusal(&start, tip)? {
+            return Ok(Some(why));
+        }
         let mut forge = vec![start];
         forge.extend(FORGE_COMMITS.map(String::from));
         let elsewhere = new - self.count(tip, &forge)?;
@@ -500,6 +506,33 @@ impl WorkRepo {
             )));
         }
         self.messages_refusal(tip, &known)
+    }
+
+    /// The refusal of `tip` if it differs in more than [`MAX_CHANGED_PATHS`] paths from both
+    /// `start` and the base (a merge of a base that moved far is no large change of the agent's).
+    /// The paths are counted as git prints them, never held.
+    fn paths_refusal(&self, start: &str, tip: &str) -> Result<Option<String>> {
+        let base = self.fetched_base();
+        for from in [start, &base] {
+            let args = [
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--end-of-options",
+                from,
+                tip,
+                "--",
+            ];
+            if self.git().count_nul(&args, MAX_CHANGED_PATHS, "diff")? <= MAX_CHANGED_PATHS {
+                return Ok(None);
+            }
+        }
+        Ok(Some(format!(
+            "commit {} changes more than {MAX_CHANGED_PATHS} paths: hand out a smaller change",
+            short(tip)
+        )))
     }
 
     /// How many commits `tip` has that none of `not` has.
@@ -833,6 +866,52 @@ impl<'a> Git<'a> {
         self.checked(out, what)
     }
 
+    /// How many NUL-ended records git prints, counted as they come: past `cap` git is stopped and
+    /// `cap + 1` returned.
+    fn count_nul(&self, args: &[&str], cap: u64, what: &str) -> Result<u64> {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| anyhow!("cannot run git ({e}); install git"))?;
+        let watchdog = deadline::Watchdog::start(&child, deadline::bound(TIMEOUT_VAR, GIT_TIMEOUT));
+        let mut stdout = child.stdout.take().expect("piped");
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut count = 0;
+        while count <= cap {
+            match stdout.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(read) => count += chunk[..read].iter().filter(|&&b| b == 0).count() as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => bail!("cannot read git {what}'s output: {e}"),
+            }
+        }
+        drop(stdout);
+        if count > cap
+            && let Some(group) = rustix::process::Pid::from_raw(child.id() as i32)
+        {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        let status = child.wait().context("cannot wait for git")?;
+        if watchdog.finished() {
+            bail!("git {what} did not finish in time and was stopped");
+        }
+        if count > cap {
+            return Ok(cap + 1);
+        }
+        if !status.success() {
+            bail!(
+                "git {what} in {} failed ({status})",
+                self.git_dir
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            );
+        }
+        Ok(count)
+    }
+
     /// `out`'s stdout if git succeeded; else a one-line error with what it was doing, where, and
     /// git's complaint.
     fn checked(&self, out: Output, what: &str) -> Result<Vec<u8>> {
@@ -956,19 +1035,14 @@ pub(crate) mod tests {
     /// As [`agent_commits`], running `before` (git arguments) in the checkout first; what the
     /// import made of it.
     fn hand_out(repo: &WorkRepo, subjects: &[&str], before: &[&[&str]]) -> Imported {
-        let seed = repo.scratch_file().unwrap();
-        repo.seed_bundle(seed.path()).unwrap();
-        let checkout = Checkout::from_bundle(seed.path(), &repo.branch);
-        let known = repo.tip().unwrap();
-        for args in before {
-            fixture_git(&checkout.path(), args);
-        }
-        for subject in subjects {
-            checkout.commit(subject);
-        }
-        let handed_out = repo.scratch_file().unwrap();
-        checkout.hand_out(&known, handed_out.path());
-        repo.import(handed_out.path()).unwrap()
+        hand_out_with(repo, |dir| {
+            for args in before {
+                fixture_git(dir, args);
+            }
+            for subject in subjects {
+                commit(dir, subject);
+            }
+        })
     }
 
     /// Why an import refused; a taken tip fails the test.
@@ -977,6 +1051,18 @@ pub(crate) mod tests {
             Imported::Refused(why) => why,
             Imported::Tip(tip) => panic!("{tip} was taken"),
         }
+    }
+
+    /// What the import made of the checkout after `change` ran in it.
+    fn hand_out_with(repo: &WorkRepo, change: impl FnOnce(&Path)) -> Imported {
+        let seed = repo.scratch_file().unwrap();
+        repo.seed_bundle(seed.path()).unwrap();
+        let checkout = Checkout::from_bundle(seed.path(), &repo.branch);
+        let known = repo.tip().unwrap();
+        change(&checkout.path());
+        let handed_out = repo.scratch_file().unwrap();
+        checkout.hand_out(&known, handed_out.path());
+        repo.import(handed_out.path()).unwrap()
     }
 
     /// The tip an import took; a refusal fails the test.
@@ -1256,6 +1342,43 @@ pub(crate) mod tests {
             );
             assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
         }
+    }
+
+    /// A change of more than `MAX_CHANGED_PATHS` paths is refused at import, counted as git
+    /// prints them; one path fewer is taken.
+    #[test]
+    fn an_import_refuses_a_change_of_too_many_paths() {
+        let remote = Remote::new();
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+        let many = |paths: u64| {
+            format!(
+                "blob=$(echo x | git hash-object -w --stdin) && seq 1 {paths} | \
+                 sed \"s/^/100644 $blob\tf/\" | git update-index --index-info && \
+                 git -c user.name=T -c user.email=t@localhost commit -q -m 'Many files'"
+            )
+        };
+        let in_checkout = |script: String| {
+            move |dir: &Path| {
+                let status = Command::new("sh")
+                    .args(["-c", &script])
+                    .current_dir(dir)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            }
+        };
+        let why = refused(hand_out_with(
+            &repo,
+            in_checkout(many(MAX_CHANGED_PATHS + 1)),
+        ));
+        assert!(
+            why.contains(&format!("changes more than {MAX_CHANGED_PATHS} paths")),
+            "{why}"
+        );
+        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+        taken(hand_out_with(&repo, in_checkout(many(MAX_CHANGED_PATHS))));
     }
 
     #[test]

@@ -275,7 +275,12 @@ fn a_message_in_another_encoding_or_too_long_is_refused() {
     let output = h.sandcastle(&["run", "--issue", "1"]);
     assert!(output.status.success());
 
-    let latest: Vec<String> = h.anthropic.requests().into_iter().map(|r| r.latest).collect();
+    let latest: Vec<String> = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .map(|r| r.latest)
+        .collect();
     assert!(
         told(&h, "is declared in the encoding \"IBM037\""),
         "the next prompt says why: {latest:#?}"
