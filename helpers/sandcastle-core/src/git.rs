@@ -492,13 +492,14 @@ impl WorkRepo {
         if git.has_commit(&own)? {
             known.push(own);
         }
-        let new = self.count(tip, &known)?;
         if let Some(why) = self.paths_refusal(&start, tip)? {
             return Ok(Some(why));
         }
-        let mut forge = vec![start];
+        // What the work branch here already holds was checked when it was taken.
+        known.push(format!("refs/heads/{}", self.branch));
+        let mut forge = known.clone();
         forge.extend(FORGE_COMMITS.map(String::from));
-        let elsewhere = new - self.count(tip, &forge)?;
+        let elsewhere = self.count(tip, &known)? - self.count(tip, &forge)?;
         if elsewhere > 0 {
             return Ok(Some(format!(
                 "{elsewhere} of the commits handed out are another branch's (or pull request's, or \
@@ -1342,6 +1343,22 @@ pub(crate) mod tests {
             );
             assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
         }
+
+        // The work's own commits, pushed, then held only by its closed pull request's ref (the
+        // branch deleted): what the work branch holds is no other's, and the work goes on.
+        let branch = "sandcastle/issue-2";
+        let repo = remote.repo("own.git", branch).unwrap();
+        let pushed = agent_commits(&repo, &["pushed once"]);
+        repo.push(&creds("unused-token")).unwrap();
+        let bare = remote.path("remote.git");
+        fixture_git(&bare, &["update-ref", "refs/pull/2/head", &pushed]);
+        fixture_git(
+            &bare,
+            &["update-ref", "-d", &format!("refs/heads/{branch}")],
+        );
+        let again = remote.repo("own.git", branch).unwrap();
+        assert_eq!(again.tip().unwrap(), pushed);
+        agent_commits(&again, &["more work"]);
     }
 
     /// A change of more than `MAX_CHANGED_PATHS` paths is refused at import, counted as git
