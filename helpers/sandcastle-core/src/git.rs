@@ -699,13 +699,13 @@ fn raw_commits(mut batch: &[u8]) -> Result<Vec<RawCommit<'_>>> {
 /// Why the forge may not read `commit`'s message as it is, if it may not.
 fn message_refusal(commit: &RawCommit) -> Option<String> {
     let id = short(commit.id);
-    let encoding = commit
+    // Every `encoding` header: a reader might take the first or the last.
+    let other_encoding = commit
         .headers
         .split(|&b| b == b'\n')
-        .find_map(|line| line.strip_prefix(b"encoding "));
-    if let Some(encoding) = encoding
-        && !matches!(encoding.to_ascii_lowercase().as_slice(), b"utf-8" | b"utf8")
-    {
+        .filter_map(|line| line.strip_prefix(b"encoding "))
+        .find(|named| !matches!(named.to_ascii_lowercase().as_slice(), b"utf-8" | b"utf8"));
+    if let Some(encoding) = other_encoding {
         let named: String = String::from_utf8_lossy(encoding).chars().take(40).collect();
         return Some(format!(
             "the message of commit {id} is declared in the encoding {named:?}: the forge reads \
@@ -1396,6 +1396,37 @@ pub(crate) mod tests {
         );
         assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
         taken(hand_out_with(&repo, in_checkout(many(MAX_CHANGED_PATHS))));
+    }
+
+    /// The subjects listed for a pull request are agent text: the newest `MAX_SUBJECTS`, oldest
+    /// first, each cut by git.
+    #[test]
+    fn the_subjects_listed_are_bounded_in_number_and_length() {
+        let remote = Remote::new();
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+        let script = format!(
+            "for n in $(seq 1 {}); do git -c user.name=T -c user.email=t@localhost commit -q \
+             --allow-empty -m \"Step $n $(printf 'x%.0s' $(seq 1 300))\"; done",
+            MAX_SUBJECTS + 20
+        );
+        taken(hand_out_with(&repo, |dir| {
+            let status = Command::new("sh")
+                .args(["-c", &script])
+                .current_dir(dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }));
+        let subjects = repo.commits_since(&start).unwrap();
+        assert_eq!(subjects.len(), MAX_SUBJECTS);
+        assert!(subjects[0].starts_with("Step 21 x"), "{}", subjects[0]);
+        assert!(subjects[MAX_SUBJECTS - 1].starts_with(&format!("Step {} x", MAX_SUBJECTS + 20)));
+        for subject in &subjects {
+            assert!(subject.chars().count() <= MAX_SUBJECT_COLUMNS, "{subject}");
+            assert!(subject.ends_with(".."), "{subject}");
+        }
     }
 
     #[test]
