@@ -502,8 +502,8 @@ impl WorkRepo {
         let elsewhere = self.count(tip, &known)? - self.count(tip, &forge)?;
         if elsewhere > 0 {
             return Ok(Some(format!(
-                "{elsewhere} of the commits handed out are another branch's (or pull request's, or \
-                 tag's) on the forge: build on the branch you were given, never on another branch"
+                "{elsewhere} of the commits handed out are another branch's on the forge (or a pull \
+                 request's, or a tag's): build on the branch you were given, never on another branch"
             )));
         }
         self.messages_refusal(tip, &known)
