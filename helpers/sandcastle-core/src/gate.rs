@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 /// How much of the output is kept: the end of it, where the failure usually is.
 const TAIL_BYTES: usize = 3000;
 
-/// Where the work's build cache volume is mounted in a gate's container (never in the agent's).
+/// Where a gate's own build cache volume is mounted in its container (never in the agent's, never
+/// in another gate's).
 pub const CACHE: &str = "/gate-cache";
 
 /// The variables that point builds at the cache: cargo's target directory and the XDG cache.

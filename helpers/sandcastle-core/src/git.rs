@@ -470,9 +470,28 @@ impl WorkRepo {
         Ok(Imported::Tip(tip))
     }
 
-    /// Why `tip` may not become the work, if it may not: it must descend from the work's start,
-    /// bring in no commit of another branch, pull request or tag on the forge (which this
-    /// repository mirrors), and its new commits' messages must pass [`WorkRepo::messages_refusal`].
+    /// Why `tip` may not become the work because it rewrites it, if it does: what the host took in
+    /// is only ever added to, never amended, rebased or rewound, so a gate's verdict and a review
+    /// are about a history that stays (and sandcastle never force-pushes).
+    fn rewrite(&self, tip: &str) -> Result<Option<String>> {
+        let current = self.tip()?;
+        if self.git().is_ancestor(&current, tip)? {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "commit {} does not build on {}, the work branch's tip that sandcastle already took in: \
+             history it took in is never rewritten (no amend, rebase, squash or reset past it). Run \
+             `git reset --hard {}` and add new commits on top (`git revert` undoes a commit)",
+            short(tip),
+            short(&current),
+            short(&current)
+        )))
+    }
+
+    /// Why `tip` may not become the work, if it may not: it must descend from the work's start and
+    /// from the branch's tip ([`WorkRepo::rewrite`]), bring in no commit of another branch, pull
+    /// request or tag on the forge (which this repository mirrors), and its new commits' messages
+    /// must pass [`WorkRepo::messages_refusal`].
     fn refusal(&self, tip: &str) -> Result<Option<String>> {
         let git = self.git();
         let base = format!("refs/remotes/origin/{}", self.base);
@@ -485,6 +504,9 @@ impl WorkRepo {
                 short(tip),
                 short(&start)
             )));
+        }
+        if let Some(why) = self.rewrite(tip)? {
+            return Ok(Some(why));
         }
         // The commits new to the work: not in its start, its base or its own branch on the forge.
         let mut known = vec![start.clone(), base];
@@ -609,12 +631,22 @@ impl WorkRepo {
         Ok(None)
     }
 
-    /// Pushes the work branch to `refs/heads/<branch>` on the remote URL. A no-op when the remote
-    /// already has that commit.
-    pub fn push(&self, creds: &Credentials) -> Result<()> {
+    /// Pushes `commit`, which must be the work branch's tip, to `refs/heads/<branch>` on the
+    /// remote URL: the commit the caller checked (the gate's), never whatever the branch is at by
+    /// then. A no-op when the remote already has that commit.
+    pub fn push(&self, creds: &Credentials, commit: &str) -> Result<()> {
         let (branch, url) = (&self.branch, &self.remote);
         let fail = |e: anyhow::Error| anyhow!("push of {branch} to {url} failed: {e:#}");
         let head = self.tip()?;
+        if head != commit {
+            bail!(
+                "{}: the work branch {branch} is at {}, not at {}, the commit to be pushed; nothing \
+                 was pushed",
+                self.git_dir.display(),
+                short(&head),
+                short(commit)
+            );
+        }
         let local = self.git();
         let git = Git {
             git_dir: Some(&self.git_dir),
@@ -636,13 +668,7 @@ impl WorkRepo {
             }
         }
         git.run(
-            &[
-                "push",
-                "--quiet",
-                "--",
-                url,
-                &format!("{refname}:{refname}"),
-            ],
+            &["push", "--quiet", "--", url, &format!("{commit}:{refname}")],
             "push",
         )
         .map_err(fail)
@@ -1124,7 +1150,8 @@ pub(crate) mod tests {
         let err = repo.commits_since("").unwrap_err().to_string();
         assert!(err.contains("no commit \"\" to list changes from"), "{err}");
 
-        repo.push(&creds("unused-token")).unwrap();
+        repo.push(&creds("unused-token"), &repo.tip().unwrap())
+            .unwrap();
         assert_eq!(remote.tip(branch), Some(tip.clone()));
 
         // A fresh repository elsewhere picks the work up from the remote branch.
@@ -1150,13 +1177,13 @@ pub(crate) mod tests {
             repo.import(file.path()).unwrap(),
             Imported::Tip(first.clone())
         );
-        // A rewind to a commit the repository has is followed.
+        // A rewind to a commit the repository has is a rewrite: refused.
         std::fs::write(file.path(), format!("{start}\n")).unwrap();
-        assert_eq!(
+        assert!(matches!(
             repo.import(file.path()).unwrap(),
-            Imported::Tip(start.clone())
-        );
-        assert_eq!(repo.tip().unwrap(), start);
+            Imported::Refused(_)
+        ));
+        assert_eq!(repo.tip().unwrap(), first);
 
         for (content, says) in [
             (
@@ -1177,7 +1204,7 @@ pub(crate) mod tests {
             let err = repo.import(file.path()).unwrap_err().to_string();
             assert!(err.contains(says), "{content:?}: {err}");
             assert!(!err.contains('\n'), "{err:?}");
-            assert_eq!(repo.tip().unwrap(), start, "the branch is untouched");
+            assert_eq!(repo.tip().unwrap(), first, "the branch is untouched");
         }
     }
 
@@ -1238,195 +1265,77 @@ pub(crate) mod tests {
         assert_eq!(repo.tip().unwrap(), tip);
     }
 
-    /// A message whose `encoding` header is not UTF-8 is refused even though `git log` would show
-    /// it re-encoded to noise: the forge reads its bytes. So is a message that is not UTF-8.
+    /// History the host took in is only added to: an amend, a rebase (here: a branch forced back
+    /// to the start and built again, which still descends from the start) or a rewind is refused
+    /// with what to do instead, and the branch stays; building on top is taken.
     #[test]
-    fn an_import_refuses_messages_in_another_encoding() {
+    fn an_import_that_rewrites_what_was_taken_in_is_refused() {
         let remote = Remote::new();
-        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let repo = remote.repo("r.git", "sandcastle/issue-7").unwrap();
         let start = repo.tip().unwrap();
         let repo = repo.starting_at(&start);
+        let first = agent_commits(&repo, &["first"]);
+        let refused = |imported: Imported| match imported {
+            Imported::Refused(why) => why,
+            Imported::Tip(tip) => panic!("{tip} was taken"),
+        };
+    /// Why `tip` may not become the work, if it may not: it must descend from the work's start and
+    /// from the branch's tip ([`WorkRepo::rewrite`]), bring in no commit of another branch, pull
+    /// request or tag on the forge (which this repository mirrors), and its new commits' messages
+    /// must pass [`WorkRepo::messages_refusal`].
 
         let why = refused(hand_out(
             &repo,
             &[],
-            &[&[
-                "-c",
-                "i18n.commitEncoding=IBM037",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "Fixes #7",
-            ]],
-        ));
-        assert!(why.contains("IBM037"), "{why}");
-        assert!(why.contains("UTF-8"), "{why}");
-        assert!(!why.contains('\n'), "{why:?}");
-        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
-
-        // Written raw: `git commit` would take the bytes as Latin-1 and convert them.
-        let tree = fixture_git(
-            &remote.path("r.git"),
-            &["rev-parse", &format!("{start}^{{tree}}")],
-        );
-        let who = "Agent <agent@localhost> 1700000000 +0000";
-        let raw = remote.path("latin1-commit");
-        let mut object =
-            format!("tree {tree}\nparent {start}\nauthor {who}\ncommitter {who}\n\n").into_bytes();
-        object.extend(b"Caf\xe9 au lait\n");
-        std::fs::write(&raw, object).unwrap();
-        let raw = raw.to_str().unwrap();
-        let id = fixture_git(&remote.path("seed"), &["hash-object", "-t", "commit", raw]);
-        let why = refused(hand_out(
-            &repo,
-            &[],
-            &[
-                &["hash-object", "-w", "-t", "commit", raw],
-                &["update-ref", "HEAD", &id],
-            ],
-        ));
-        assert!(why.contains("not UTF-8"), "{why}");
-
-        // An explicit UTF-8 header is no other encoding.
-        taken(hand_out(
-            &repo,
-            &[],
-            &[&[
-                "-c",
-                "i18n.commitEncoding=utf8",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "Caf\u{e9} (see #7)",
-            ]],
-        ));
-    }
-
-    /// Commits the forge holds only under a pull request (`refs/pull/N/head`) or a tag are another
-    /// branch's: handed out as the agent's own, they are refused.
-    #[test]
-    fn an_import_refuses_commits_of_pull_requests_and_tags() {
-        let remote = Remote::new();
-        let seed = remote.path("seed");
-        fixture_git(&seed, &["checkout", "--quiet", "-b", "contributor"]);
-        commit(&seed, "someone else's pull request");
-        fixture_git(
-            &seed,
-            &["push", "--quiet", "origin", "HEAD:refs/pull/1/head"],
-        );
-        fixture_git(
-            &seed,
-            &["checkout", "--quiet", "-b", "released", "origin/main"],
-        );
-        commit(&seed, "only in a release");
-        fixture_git(&seed, &["tag", "-a", "-m", "v1", "v1"]);
-        fixture_git(&seed, &["push", "--quiet", "origin", "refs/tags/v1"]);
-        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
-        let start = repo.tip().unwrap();
-        let repo = repo.starting_at(&start);
-
-        for (what, forge_ref) in [
-            ("pull request", "refs/pull/1/head"),
-            ("tag", "refs/tags/v1"),
-        ] {
-            let fetch = ["fetch", "--quiet", &remote.url, forge_ref];
-            let why = refused(hand_out(
-                &repo,
-                &["built on it"],
-                &[&fetch, &["reset", "--quiet", "--hard", "FETCH_HEAD"]],
-            ));
-            assert!(
-                why.contains("1 of the commits handed out are another branch's"),
-                "{what}: {why}"
-            );
-            assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
-        }
-
-        // The work's own commits, pushed, then held only by its closed pull request's ref (the
-        // branch deleted): what the work branch holds is no other's, and the work goes on.
-        let branch = "sandcastle/issue-2";
-        let repo = remote.repo("own.git", branch).unwrap();
-        let pushed = agent_commits(&repo, &["pushed once"]);
-        repo.push(&creds("unused-token")).unwrap();
-        let bare = remote.path("remote.git");
-        fixture_git(&bare, &["update-ref", "refs/pull/2/head", &pushed]);
-        fixture_git(
-            &bare,
-            &["update-ref", "-d", &format!("refs/heads/{branch}")],
-        );
-        let again = remote.repo("own.git", branch).unwrap();
-        assert_eq!(again.tip().unwrap(), pushed);
-        agent_commits(&again, &["more work"]);
-    }
-
-    /// A change of more than `MAX_CHANGED_PATHS` paths is refused at import, counted as git
-    /// prints them; one path fewer is taken.
-    #[test]
-    fn an_import_refuses_a_change_of_too_many_paths() {
-        let remote = Remote::new();
-        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
-        let start = repo.tip().unwrap();
-        let repo = repo.starting_at(&start);
-        let many = |paths: u64| {
-            format!(
-                "blob=$(echo x | git hash-object -w --stdin) && seq 1 {paths} | \
-                 sed \"s/^/100644 $blob\tf/\" | git update-index --index-info && \
-                 git -c user.name=T -c user.email=t@localhost commit -q -m 'Many files'"
-            )
-        };
-        let in_checkout = |script: String| {
-            move |dir: &Path| {
-                let status = Command::new("sh")
-                    .args(["-c", &script])
-                    .current_dir(dir)
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-            }
-        };
-        let why = refused(hand_out_with(
-            &repo,
-            in_checkout(many(MAX_CHANGED_PATHS + 1)),
+            &[&["commit", "-q", "--amend", "-m", "first, amended"]],
         ));
         assert!(
-            why.contains(&format!("changes more than {MAX_CHANGED_PATHS} paths")),
+            why.contains(&format!("does not build on {}", short(&first)))
+                && why.contains(&format!("`git reset --hard {}`", short(&first))),
             "{why}"
         );
-        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
-        taken(hand_out_with(&repo, in_checkout(many(MAX_CHANGED_PATHS))));
+        assert!(!why.contains('\n'), "{why:?}");
+        assert_eq!(repo.tip().unwrap(), first, "the branch stayed");
+        let why = refused(hand_out(
+            &repo,
+            &["second, on the start again"],
+            &[&["reset", "-q", "--hard", &start]],
+        ));
+        assert!(why.contains("never rewritten"), "{why}");
+        assert_eq!(repo.tip().unwrap(), first);
+
+        let second = agent_commits(&repo, &["second, on top"]);
+        assert_eq!(repo.tip().unwrap(), second);
     }
 
-    /// The subjects listed for a pull request are agent text: the newest `MAX_SUBJECTS`, oldest
-    /// first, each cut by git.
+    /// A push names the commit the caller checked: while the branch is elsewhere nothing is
+    /// pushed; at it, exactly that commit reaches the remote.
     #[test]
-    fn the_subjects_listed_are_bounded_in_number_and_length() {
+    fn a_push_sends_only_the_commit_it_was_given_and_only_at_the_tip() {
         let remote = Remote::new();
-        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
-        let start = repo.tip().unwrap();
-        let repo = repo.starting_at(&start);
-        let script = format!(
-            "for n in $(seq 1 {}); do git -c user.name=T -c user.email=t@localhost commit -q \
-             --allow-empty -m \"Step $n $(printf 'x%.0s' $(seq 1 300))\"; done",
-            MAX_SUBJECTS + 20
+        let branch = "sandcastle/issue-8";
+        let repo = remote.repo("a.git", branch).unwrap();
+        let gated = agent_commits(&repo, &["gated"]);
+        let later = agent_commits(&repo, &["not gated"]);
+        let err = repo
+            .push(&creds("unused-token"), &gated)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "is at {}, not at {}, the commit to be pushed",
+                short(&later),
+                short(&gated)
+            )),
+            "{err}"
         );
-        taken(hand_out_with(&repo, |dir| {
-            let status = Command::new("sh")
-                .args(["-c", &script])
-                .current_dir(dir)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }));
-        let subjects = repo.commits_since(&start).unwrap();
-        assert_eq!(subjects.len(), MAX_SUBJECTS);
-        assert!(subjects[0].starts_with("Step 21 x"), "{}", subjects[0]);
-        assert!(subjects[MAX_SUBJECTS - 1].starts_with(&format!("Step {} x", MAX_SUBJECTS + 20)));
-        for subject in &subjects {
-            assert!(subject.chars().count() <= MAX_SUBJECT_COLUMNS, "{subject}");
-            assert!(subject.ends_with(".."), "{subject}");
-        }
+        assert_eq!(remote.tip(branch), None, "nothing was pushed");
+        repo.push(&creds("unused-token"), &later).unwrap();
+        assert_eq!(remote.tip(branch), Some(later));
+    /// Why `tip` may not become the work, if it may not: it must descend from the work's start and
+    /// from the branch's tip ([`WorkRepo::rewrite`]), bring in no commit of another branch, pull
+    /// request or tag on the forge (which this repository mirrors), and its new commits' messages
+    /// must pass [`WorkRepo::messages_refusal`].
     }
 
     #[test]
@@ -1435,28 +1344,38 @@ pub(crate) mod tests {
         let branch = "sandcastle/issue-3";
         let repo = remote.repo("a.git", branch).unwrap();
         agent_commits(&repo, &["change"]);
-        repo.push(&creds("unused-token")).unwrap();
+        repo.push(&creds("unused-token"), &repo.tip().unwrap())
+            .unwrap();
         // From now on the remote refuses every push: a second push must not try.
         let hook = remote.path("remote.git/hooks/pre-receive");
         std::fs::write(&hook, "#!/bin/sh\necho refused by test >&2\nexit 1\n").unwrap();
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        repo.push(&creds("unused-token")).unwrap();
+        repo.push(&creds("unused-token"), &repo.tip().unwrap())
+            .unwrap();
 
         // The branch behind the remote tip: the remote already contains it.
         let ahead = remote.repo("b.git", branch).unwrap();
         agent_commits(&ahead, &["later change"]);
         std::fs::remove_file(&hook).unwrap();
-        ahead.push(&creds("unused-token")).unwrap();
+        ahead
+            .push(&creds("unused-token"), &ahead.tip().unwrap())
+            .unwrap();
         std::fs::write(&hook, "#!/bin/sh\nexit 1\n").unwrap();
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let again = remote.repo("a.git", branch).unwrap();
-        again.push(&creds("unused-token")).unwrap();
+        again
+            .push(&creds("unused-token"), &again.tip().unwrap())
+            .unwrap();
 
         // And a push that is needed fails while the hook refuses.
         agent_commits(&again, &["refused change"]);
-        assert!(again.push(&creds("unused-token")).is_err());
+        assert!(
+            again
+                .push(&creds("unused-token"), &again.tip().unwrap())
+                .is_err()
+        );
     }
 
     #[test]
@@ -1470,7 +1389,9 @@ pub(crate) mod tests {
         assert_eq!(again.tip().unwrap(), unpushed);
 
         // Pushed once, then more local work: the local branch is ahead of origin.
-        again.push(&creds("unused-token")).unwrap();
+        again
+            .push(&creds("unused-token"), &again.tip().unwrap())
+            .unwrap();
         let ahead = agent_commits(&again, &["more unpushed work"]);
         let resumed = remote.repo("a.git", branch).unwrap();
         assert_eq!(resumed.tip().unwrap(), ahead);
@@ -1486,10 +1407,13 @@ pub(crate) mod tests {
         let branch = "sandcastle/issue-5";
         let repo = remote.repo("a.git", branch).unwrap();
         agent_commits(&repo, &["one"]);
-        repo.push(&creds("unused-token")).unwrap();
+        repo.push(&creds("unused-token"), &repo.tip().unwrap())
+            .unwrap();
         let other = remote.repo("b.git", branch).unwrap();
         let newer = agent_commits(&other, &["two"]);
-        other.push(&creds("unused-token")).unwrap();
+        other
+            .push(&creds("unused-token"), &other.tip().unwrap())
+            .unwrap();
 
         let again = remote.repo("a.git", branch).unwrap();
         assert_eq!(again.tip().unwrap(), newer);
@@ -1501,17 +1425,23 @@ pub(crate) mod tests {
         let branch = "sandcastle/issue-6";
         let repo = remote.repo("a.git", branch).unwrap();
         agent_commits(&repo, &["one"]);
-        repo.push(&creds("unused-token")).unwrap();
+        repo.push(&creds("unused-token"), &repo.tip().unwrap())
+            .unwrap();
         let other = remote.repo("b.git", branch).unwrap();
         agent_commits(&other, &["theirs"]);
-        other.push(&creds("unused-token")).unwrap();
+        other
+            .push(&creds("unused-token"), &other.tip().unwrap())
+            .unwrap();
         let ours = agent_commits(&repo, &["ours"]);
 
         let err = remote.repo("a.git", branch).err().unwrap().to_string();
         assert!(err.contains("have diverged"), "{err}");
         assert_eq!(repo.tip().unwrap(), ours, "local work kept");
 
-        let err = repo.push(&creds("unused-token")).unwrap_err().to_string();
+        let err = repo
+            .push(&creds("unused-token"), &repo.tip().unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(&format!("push of {branch} to {} failed: ", remote.url)),
             "{err}"
@@ -1645,7 +1575,7 @@ pub(crate) mod tests {
             WorkRepo::prepare(&tmp.path().join("a.git"), &url, &bot, branch, "main").unwrap();
         assert!(!fixture_git(&tmp.path().join("a.git"), &["config", "--list"]).contains(&token));
         let pushed = agent_commits(&repo, &["over http"]);
-        repo.push(&bot).unwrap();
+        repo.push(&bot, &repo.tip().unwrap()).unwrap();
         let tip = || fixture_git(&bare, &["rev-parse", &format!("refs/heads/{branch}")]);
         assert_eq!(tip(), pushed);
         let pushes = recorded_pushes(&forge, 1);
@@ -1656,7 +1586,8 @@ pub(crate) mod tests {
 
         // Already there: nothing is sent. The forge refuses this token (see below), so a push
         // that was attempted would fail.
-        repo.push(&creds("wrong-token-0123456789")).unwrap();
+        repo.push(&creds("wrong-token-0123456789"), &repo.tip().unwrap())
+            .unwrap();
         assert_eq!(forge.push_count(), 1);
 
         // A fresh repository over HTTP resumes from the pushed branch.
@@ -1667,7 +1598,10 @@ pub(crate) mod tests {
         // A rejected token: one line naming branch and remote, never the token.
         agent_commits(&repo, &["refused"]);
         let wrong = creds("wrong-token-0123456789");
-        let err = repo.push(&wrong).unwrap_err().to_string();
+        let err = repo
+            .push(&wrong, &repo.tip().unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(&format!("push of {branch} to {url} failed: ")),
             "{err}"

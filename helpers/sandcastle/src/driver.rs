@@ -99,7 +99,7 @@ pub fn drive(
             Phase::Work => work(ctx, piece, repo, &vars, state, sandbox)?,
             Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
             Phase::Waiting(_) => waiting(ctx, piece, state)?,
-            Phase::Publish => publish(ctx, piece, repo, base, state)?,
+            Phase::Publish => publish(ctx, piece, repo, base, state, sandbox)?,
             Phase::Done => done(piece, state),
             Phase::GaveUp => gave_up(ctx, piece, state)?,
         };
@@ -279,15 +279,28 @@ fn waiting(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> 
 }
 
 /// Publishing: a pull request (or a sent-back one's new commits), unless held back, which gives
-/// the work up.
+/// the work up. A tip the gate has not seen (a gate run broke after it came in) is gated first,
+/// and one it fails goes back to the working agent.
 fn publish(
     ctx: &Context,
     piece: &Piece,
     repo: &WorkRepo,
     base: &str,
     state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
 ) -> Result<Step> {
     let key = piece.key();
+    if publish::gated_tip(ctx, repo, state)?.is_none() {
+        ctx.progress.note(&format!(
+            "{key}: the gate has not run on the work branch's tip; it runs before anything is pushed"
+        ));
+        let gate = run_gate(ctx, state, sandbox)?;
+        if !gate.passed {
+            state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
+            state.phase = Phase::Work;
+            return Ok(None);
+        }
+    }
     let clarified = clarify::pull_section(state);
     match publish::publish(ctx, piece, repo, base, state, &clarified)? {
         Published::Pull(pull) => {
@@ -651,7 +664,6 @@ fn review(
             ctx.prompt(Role::Reviewer.prompt(), &all)?
         }
     };
-    let before = repo.tip()?;
     let outcome = take_turn(
         ctx,
         state,
@@ -661,9 +673,9 @@ fn review(
         &prompt,
         saved.as_ref(),
     )?;
-    let (after, refused) = match sandbox.take_commits()? {
-        Imported::Tip(tip) => (tip, None),
-        Imported::Refused(why) => (before.clone(), Some(why)),
+    let refused = match sandbox.take_commits()? {
+        Imported::Tip(_) => None,
+        Imported::Refused(why) => Some(why),
     };
     let mut verdict = match (refused, &outcome.ending) {
         (Some(why), _) => Verdict {
@@ -683,8 +695,8 @@ fn review(
             summary: format!("The review failed: {why}"),
         },
     };
-    // Commits the reviewer made have not passed the gate yet.
-    if after != before {
+    // Commits the gate has not seen: the reviewer's, or any a broken gate run left unchecked.
+    if publish::gated_tip(ctx, repo, state)?.is_none() {
         let gate = run_gate(ctx, state, sandbox)?;
         if !gate.passed {
             verdict.approved = false;

@@ -31,6 +31,13 @@ pub fn publish(
     state: &WorkState,
     clarified: &str,
 ) -> Result<Published> {
+    let Some(tip) = gated_tip(ctx, repo, state)? else {
+        bail!(
+            "{}: the gate has not run on {}, the work branch's tip; nothing is pushed until it has",
+            piece.key(),
+            repo.tip()?
+        );
+    };
     let start = state.start_commit.clone().unwrap_or_default();
     if let Piece::Green(pull, _) = piece
         && !repo.contains(&start)?
@@ -52,8 +59,7 @@ pub fn publish(
             piece.key().slug()
         )));
     }
-    repo.push(&ctx.creds)?;
-    let tip = repo.tip()?;
+    repo.push(&ctx.creds, &tip)?;
     let host_run = host_run_section(&touches);
     Ok(Published::Pull(match piece {
         Piece::Issue(issue) => {
@@ -86,6 +92,16 @@ pub fn publish(
             pull.number
         }
     }))
+}
+
+/// The work branch's tip, if it is what may be pushed: the commit the gate last ran on (its
+/// verdict is what the pull request says), or any tip when `[commands] check` is empty. `None`: the
+/// gate has not seen the tip, which must be gated first.
+pub fn gated_tip(ctx: &Context, repo: &WorkRepo, state: &WorkState) -> Result<Option<String>> {
+    let tip = repo.tip()?;
+    let gated =
+        ctx.config.commands.check.is_empty() || state.gate_commit.as_deref() == Some(tip.as_str());
+    Ok(gated.then_some(tip))
 }
 
 /// The comment on a sent-back pull request: its new commits, the agent's summary, the gate.

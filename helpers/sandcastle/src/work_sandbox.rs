@@ -1,11 +1,12 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
 //! with the agent's checkout of the work branch made inside it, in which agent turns run and from
 //! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
-//! the tip the host took in, sharing with earlier gates only a build cache the agent never sees.
+//! the tip the host took in and a fresh build cache volume, both removed after it: no gate reads
+//! what another gate (an earlier commit's build) wrote.
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
-//! Removed when dropped (on success, error or panic), the cache volume too.
+//! Removed when dropped (on success, error or panic).
 use crate::context::Context;
 use crate::seam::{Relayed, Sandboxed, Turn};
 use anyhow::Result;
@@ -47,8 +48,6 @@ pub struct WorkSandbox<'a> {
     /// The work branch's tip as this sandbox last brought it in (only taking the commits moves
     /// it); `None`: ask the repository.
     tip: Option<String>,
-    /// The gate's build cache volume, once a gate created it.
-    gate_cache: Option<String>,
     /// The role with tools whose turns ran in `sandbox`: another such role gets a fresh one.
     written_by: Option<Role>,
 }
@@ -74,7 +73,6 @@ impl<'a> WorkSandbox<'a> {
             handed_out: None,
             handed_ask: None,
             tip: None,
-            gate_cache: None,
             written_by: None,
         }
     }
@@ -248,25 +246,20 @@ impl Sandboxed for WorkSandbox<'_> {
         Ok(outcome)
     }
 
-    /// The tip the host took in, checked in a fresh container from the image: a checkout made
-    /// from the work repository, a fresh `$HOME`, nothing the agent's container wrote; only the
-    /// work's build cache volume carries over from earlier gates.
+    /// The work branch's tip, checked in a fresh container from the image: a checkout made from
+    /// the work repository, a fresh `$HOME`, nothing the agent's container wrote, and a build
+    /// cache volume of its own, removed with the container: nothing carries over from an earlier
+    /// gate, whose commit the agent wrote too.
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
-        let commit = match &self.tip {
-            Some(tip) => tip.clone(),
-            None => self.repo.tip()?,
-        };
+        // The commit the checkout below is made of: the branch's tip, as the seed bundles it.
+        let commit = self.repo.tip()?;
         let started = Instant::now();
         let key = format!("{}-gate", self.key.slug());
-        let cache = match &self.gate_cache {
-            Some(cache) => cache.clone(),
-            None => {
-                let name = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
-                sandbox::create_volume(&name, &ctx.run_id, &ctx.project)?;
-                self.gate_cache.insert(name).clone()
-            }
-        };
+        let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
+        // `docker volume create` reuses a volume of that name: one a broken gate left goes first.
+        sandbox::remove_volumes(&[&cache])?;
+        sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
         // The gate reaches the network as the agent does: through the work's proxy, as `egress`
         // allows (a build fetches its dependencies).
         let port = proxy::relay_port()?;
@@ -278,7 +271,13 @@ impl Sandboxed for WorkSandbox<'_> {
             volume: Some((&cache, gate::CACHE)),
             ..self.spec(&key, &env, port)
         };
-        let sandbox = Sandbox::start(&spec)?;
+        let sandbox = match Sandbox::start(&spec) {
+            Ok(sandbox) => sandbox,
+            Err(error) => {
+                let _ = sandbox::remove_volumes(&[&cache]);
+                return Err(error);
+            }
+        };
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
             .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
@@ -293,7 +292,9 @@ impl Sandboxed for WorkSandbox<'_> {
                     &ctx.redactor,
                 )
             });
-        let removed = sandbox.remove();
+        let removed = sandbox
+            .remove()
+            .and_then(|()| sandbox::remove_volumes(&[&cache]));
         let outcome = GateOutcome {
             commit: Some(commit),
             ..outcome?
@@ -341,9 +342,6 @@ impl Drop for WorkSandbox<'_> {
     fn drop(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
             let _ = sandbox.remove();
-        }
-        if let Some(cache) = self.gate_cache.take() {
-            let _ = sandbox::remove_volumes(&[&cache]);
         }
     }
 }

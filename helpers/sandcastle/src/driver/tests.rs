@@ -177,9 +177,17 @@ impl Sandboxed for Script<'_> {
         })
     }
 
+    /// The next scripted result, on the commit a real gate's checkout is made of; a script out of
+    /// results is a gate whose container went away: the machinery broke.
     fn gate(&mut self) -> Result<GateOutcome> {
+        let Some(next) = self.gates.pop_front() else {
+            anyhow::bail!("the scripted gate's container is gone");
+        };
         self.gate_runs += 1;
-        Ok(self.gates.pop_front().expect("a scripted gate result"))
+        Ok(GateOutcome {
+            commit: Some(self.repo.tip()?),
+            ..next
+        })
     }
 
     fn take_commits(&mut self) -> Result<Imported> {
@@ -227,6 +235,15 @@ fn pull_body(w: &World) -> String {
     let pulls = w.forge.pulls(REPO);
     assert_eq!(pulls.len(), 1, "one pull request");
     pulls[0].body.clone()
+}
+
+/// The commit the forge's branch of `piece` is at.
+fn pushed(w: &World, piece: &Piece) -> String {
+    let bare = w.forge.bare_repo_path("alice", "demo");
+    git(
+        &bare,
+        &["rev-parse", &format!("refs/heads/{}", piece.branch())],
+    )
 }
 
 const IMPLEMENTER: &str = "11111111-1111-4111-8111-111111111111";
@@ -292,11 +309,15 @@ fn the_second_iteration_resumes_the_first_ones_session_with_a_short_prompt() {
         "All done.",
         "The reviewer approved it",
         "Looks right.",
-        "`check` passed, run by sandcastle itself (gate runs: 1)",
         "Cost so far: $0.75 over 2 implementer iteration(s)",
     ] {
         assert!(body.contains(expected), "{expected:?} not in {body}");
     }
+    let pushed = pushed(&w, &Piece::Issue(&issue));
+    assert!(
+        body.contains(&format!("`check` passed on {pushed}, ")),
+        "{body}"
+    );
 }
 
 #[test]
@@ -431,6 +452,108 @@ fn after_the_last_round_the_pull_request_opens_with_the_outstanding_findings() {
     assert!(
         body.contains("STILL-OPEN: no tests for the edge case."),
         "{body}"
+    );
+}
+
+/// The gate passed on the implementer's commit; the reviewer then added one and the gate run on it
+/// broke (its container went away). The next pass's reviewer approves without new commits: the
+/// gate runs on the reviewer's commit before anything is pushed, and the pull request's "passed
+/// on" names the commit pushed, never the one the gate passed on before.
+#[test]
+fn a_gate_that_broke_after_the_reviewers_commit_runs_again_before_the_push() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    let mut first = Script::new(
+        &repo,
+        vec![
+            says(
+                Ending::Completed,
+                "Done. <promise>COMPLETE</promise>",
+                Some("Work"),
+            ),
+            says(
+                Ending::Completed,
+                "Fixed a typo. <promise>COMPLETE</promise>",
+                Some("Reviewer's fix"),
+            ),
+        ],
+        vec![true],
+    );
+    let err = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut first).unwrap_err();
+    assert!(
+        err.to_string().contains("gate's container is gone"),
+        "{err}"
+    );
+    let reviewed = repo.tip().unwrap();
+    let mut state = WorkState::resume(&w.ctx.state_dir(), &piece.key().slug())
+        .unwrap()
+        .unwrap();
+    assert_ne!(state.gate_commit.as_deref(), Some(reviewed.as_str()));
+
+    let mut next = Script::new(
+        &repo,
+        vec![says(
+            Ending::Completed,
+            "Fine. <promise>COMPLETE</promise>",
+            None,
+        )],
+        vec![true],
+    );
+    drive(&w.ctx, &piece, &repo, "main", &mut state, &mut next).unwrap();
+    assert_eq!(next.gate_runs, 1, "the reviewer's commit was gated");
+    assert_eq!(pushed(&w, &piece), reviewed);
+    let body = pull_body(&w);
+    assert!(
+        body.contains(&format!("`check` passed on {reviewed}, ")),
+        "{body}"
+    );
+}
+
+/// Work saved as ready to publish whose branch moved past the commit the gate passed on (a state
+/// from before this rule, or a bug): `publish::publish` itself refuses to push it, and the driver
+/// gates the tip first; a failing gate sends it back to the agent, with nothing pushed.
+#[test]
+fn a_tip_the_gate_never_saw_is_not_pushed() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    let mut script = Script::new(
+        &repo,
+        vec![says(Ending::Stopped, "ungated", Some("Ungated"))],
+        vec![],
+    );
+    let _ = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script);
+    let tip = repo.tip().unwrap();
+    state.phase = Phase::Publish;
+    state.gate_passed = Some(true);
+    state.gate_commit = state.start_commit.clone();
+
+    let err = publish::publish(&w.ctx, &piece, &repo, "main", &state, "")
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string().contains(&format!(
+            "the gate has not run on {tip}, the work branch's tip"
+        )),
+        "{err}"
+    );
+    let mut gate = Script::new(&repo, vec![says(Ending::Stopped, "", None)], vec![false]);
+    let _ = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut gate);
+    assert_eq!(gate.gate_runs, 1);
+    assert_eq!(gate.asked[0].role, Role::Implementer);
+    assert!(
+        gate.asked[0].prompt.contains("answer_is_42 failed"),
+        "{}",
+        gate.asked[0].prompt
+    );
+    assert!(w.forge.pulls(REPO).is_empty(), "nothing was published");
+    let bare = w.forge.bare_repo_path("alice", "demo");
+    assert!(
+        !git(&bare, &["branch", "--list", &piece.branch()]).contains("issue"),
+        "nothing was pushed"
     );
 }
 
@@ -789,7 +912,7 @@ fn own_pull(w: &World, label: &str) -> Pull {
     w.ctx.forge.pull(number).unwrap()
 }
 
-/// A round keeping a pull request green whose agent rewrote the branch's history is not done: it
+/// A round keeping a pull request green whose agent rewrote the branch's history is refused: it
 /// is told so, and what is published is a fast-forward of the head the forge had, with one
 /// comment saying what was fixed and `ready-for-human` back.
 #[test]
@@ -830,7 +953,10 @@ fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_
         asked[0].prompt
     );
     assert!(
-        asked[1].prompt.contains("no longer contains") && asked[1].prompt.contains(&start_head),
+        asked[1].prompt.contains("never rewritten")
+            && asked[1]
+                .prompt
+                .contains(&format!("does not build on {}", &start_head[..12])),
         "{}",
         asked[1].prompt
     );

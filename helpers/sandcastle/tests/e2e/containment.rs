@@ -346,3 +346,46 @@ fn a_marker_the_agent_prints_ends_nothing() {
     assert_eq!(h.remote_log("sandcastle/issue-1")[0], "Real work");
     assert_eq!(h.pulls().len(), 1);
 }
+
+/// A commit's build writes into the gate's build cache (here `check` plants a file in
+/// `$CARGO_TARGET_DIR` and the XDG cache when the commit carries `plant`); the next commit's gate
+/// (the reviewer's, which removes `plant`) fails if it finds either: it must not, as each gate
+/// starts from a cache of its own.
+#[test]
+fn what_a_gate_wrote_into_its_cache_does_not_reach_the_next_gate() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let check = r#"mkdir -p "$CARGO_TARGET_DIR" "$XDG_CACHE_HOME"; if [ -f plant ]; then touch "$CARGO_TARGET_DIR/planted" "$XDG_CACHE_HOME/planted"; exit 0; fi; if [ -e "$CARGO_TARGET_DIR/planted" ] || [ -e "$XDG_CACHE_HOME/planted" ]; then echo 'GATE-SAYS: an earlier gate planted this'; exit 1; fi"#;
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [
+                {"bash": "git rm -q plant && git commit -qm 'Drop plant'", "description": "commit"},
+                {"text": format!("Dropped a stray file. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [
+                commit("plant", "Plant"),
+                {"text": format!("Done. {COMPLETE}")}]}]),
+        &format!("[commands]\ncheck = [[\"sh\", \"-c\", '''{check}''']]"),
+    );
+    let issue = h.create_issue("The work", "Do the work.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")[..2],
+        ["Drop plant", "Plant"]
+    );
+    let pulls = h.pulls();
+    let tip = pulls[0]["head"]["sha"].as_str().unwrap();
+    let body = h.only_pull_body();
+    assert!(
+        body.contains(&format!("`check` passed on {tip}, ")) && body.contains("(gate runs: 2)"),
+        "{body}"
+    );
+    assert!(!body.contains("GATE-SAYS"), "{body}");
+    assert!(h.volumes().is_empty(), "{:?}", h.volumes());
+}

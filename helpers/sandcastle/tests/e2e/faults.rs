@@ -294,3 +294,79 @@ impl StallingGitProxy {
         self.stalled.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// A directory whose `docker` runs the real one, except that the second gate container's
+/// `docker run` fails as an engine that went away does: the gate run after the reviewer's commit
+/// breaks (an `Err`, not a verdict).
+fn docker_breaking_the_second_gate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v docker"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap();
+    let count = dir.path().join("gate-starts");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = run ]; then case \"$4\" in *-gate)\n  n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 )); echo $n > '{count}'\n  if [ $n = 2 ]; then echo 'Cannot connect to the Docker daemon (test fault)' >&2; exit 1; fi;;\nesac; fi\nexec '{real}' \"$@\"\n",
+        count = count.display(),
+        real = real.trim()
+    );
+    let docker = dir.path().join("docker");
+    std::fs::write(&docker, script).unwrap();
+    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// The gate passes on the implementer's commit; the reviewer adds one and the gate run on it
+/// breaks. The next run's reviewer approves without new commits: the gate runs on the reviewer's
+/// commit before the push, and the pull request's "passed on" names the commit on the forge (the
+/// broken run, which gave no verdict, is not counted).
+#[test]
+fn a_gate_that_broke_after_the_reviewers_commit_runs_before_the_push() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [
+                {"bash": "echo fixed > typo.txt && git add typo.txt && git commit -qm 'Reviewer fix'", "description": "commit"},
+                {"text": format!("Fixed a typo. {COMPLETE}")},
+                {"text": format!("Fine now. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [
+                {"bash": "echo done > done.txt && git add done.txt && git commit -qm 'Do it'", "description": "commit"},
+                {"text": format!("Done. {COMPLETE}")}]}]),
+        "",
+    );
+    let issue = h.create_issue("Do it", "Write done.txt.", &["ready-for-agent"]);
+    let breaking = docker_breaking_the_second_gate();
+    let path = format!(
+        "{}:{}",
+        breaking.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let first = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(!first.status.success(), "{stderr}");
+    assert!(stderr.contains("test fault"), "{stderr}");
+    assert!(h.pulls().is_empty(), "nothing published: {stderr}");
+
+    let second = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(second.status.success());
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")[..2],
+        ["Reviewer fix", "Do it"]
+    );
+    let pulls = h.pulls();
+    let pushed = pulls[0]["head"]["sha"].as_str().unwrap();
+    let body = h.only_pull_body();
+    assert!(
+        body.contains(&format!("`check` passed on {pushed}, ")) && body.contains("(gate runs: 2)"),
+        "{body}"
+    );
+    assert!(h.containers().is_empty(), "{:?}", h.containers());
+    assert!(h.volumes().is_empty(), "{:?}", h.volumes());
+}

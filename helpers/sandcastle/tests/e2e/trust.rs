@@ -471,3 +471,47 @@ fn forge_text_is_fenced_and_agent_text_cannot_close_issues() {
         "the text is kept: {body}"
     );
 }
+
+/// The agent force-moves its branch after the host took a commit in: back to the start and built
+/// again, so the new tip still descends from the work's start but not from what was taken in. The
+/// import is refused, the agent is told what to do, and only the history that builds on the taken
+/// commit reaches the forge.
+#[test]
+fn a_rewrite_of_what_the_host_took_in_is_refused() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue) = one_issue(
+        json!([
+            {"bash": "echo one > first.txt && git add first.txt && git commit -qm 'First' && git tag taken", "description": "commit"},
+            {"text": "Half way."},
+            {"bash": "git reset -q --hard HEAD~1 && echo two > first.txt && git add first.txt && git commit -qm 'Rewritten'", "description": "rewrite"},
+            {"text": format!("Done. {COMPLETE}")},
+            {"bash": "git reset -q --hard taken && echo more > more.txt && git add more.txt && git commit -qm 'On top'", "description": "build on top"},
+            {"text": format!("Done now. {COMPLETE}")}]),
+        "Do the work.",
+    );
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let told = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt.contains("The issue: #1\n"))
+        .map(|r| r.latest)
+        .find(|latest| latest.contains("never rewritten"))
+        .expect("the agent was told its rewrite was refused");
+    assert!(told.contains("git reset --hard "), "{told}");
+    assert_eq!(h.remote_log("sandcastle/issue-1")[..2], ["On top", "First"]);
+    assert!(
+        !h.remote_log("sandcastle/issue-1")
+            .contains(&"Rewritten".to_string()),
+        "{:?}",
+        h.remote_log("sandcastle/issue-1")
+    );
+}
