@@ -937,7 +937,10 @@ pub(crate) mod tests {
         }
         fixture_git(&seed, &["add", "--all"]);
         fixture_git(&seed, &["commit", "--quiet", "-m", "base moves"]);
-        fixture_git(&seed, &["push", "--quiet", "origin", "HEAD:refs/heads/main"]);
+        fixture_git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
         fixture_git(&seed, &["rev-parse", "HEAD"])
     }
 
@@ -995,7 +998,10 @@ pub(crate) mod tests {
         let side = fixture_git(&seed, &["rev-parse", "HEAD"]);
         fixture_git(&seed, &["checkout", "--quiet", "--detach", &tip]);
         fixture_git(&seed, &["merge", "--quiet", "--no-edit", &side]);
-        fixture_git(&seed, &["push", "--quiet", "origin", "HEAD:refs/heads/main"]);
+        fixture_git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
         let repo = again(&repo.tip().unwrap());
         agent_changes(&repo, |dir| {
             merge_base(dir, "FETCH_HEAD^2");
@@ -1004,7 +1010,12 @@ pub(crate) mod tests {
         let bases = repo
             .git()
             .output(
-                &["merge-base", "--all", &repo.fetched_base(), "refs/heads/sandcastle/issue-21"],
+                &[
+                    "merge-base",
+                    "--all",
+                    &repo.fetched_base(),
+                    "refs/heads/sandcastle/issue-21",
+                ],
                 "merge-base",
             )
             .unwrap();
@@ -1033,7 +1044,12 @@ pub(crate) mod tests {
         let changed = repo.changed_paths().unwrap();
         assert_eq!(
             changed,
-            [".forgejo/workflows/ci.yml", ".gitea/workflows", "ci.sh", "tools/ci.sh"]
+            [
+                ".forgejo/workflows/ci.yml",
+                ".gitea/workflows",
+                "ci.sh",
+                "tools/ci.sh"
+            ]
         );
         assert_eq!(
             crate::touches::Touches::of(&changed).workflows,
@@ -1053,7 +1069,12 @@ pub(crate) mod tests {
         fixture_git(&seed, &["commit", "--quiet", "-m", "unrelated"]);
         fixture_git(
             &seed,
-            &["push", "--quiet", "origin", "HEAD:refs/heads/sandcastle/issue-23"],
+            &[
+                "push",
+                "--quiet",
+                "origin",
+                "HEAD:refs/heads/sandcastle/issue-23",
+            ],
         );
         let repo = remote.repo("a.git", "sandcastle/issue-23").unwrap();
         assert_eq!(repo.changed_paths().unwrap(), [".github/workflows/x.yml"]);

@@ -19,7 +19,10 @@ fn issue_doing(script: &str) -> Harness {
         ]),
         "",
     );
-    assert_eq!(h.create_issue("The work", "Do it.", &["ready-for-agent"]), 1);
+    assert_eq!(
+        h.create_issue("The work", "Do it.", &["ready-for-agent"]),
+        1
+    );
     h
 }
 
@@ -74,7 +77,11 @@ fn a_held_back_workflow_stays_held_back_when_the_work_is_tried_again() {
     assert_eq!(
         git(
             &work,
-            &["log", "--format=%s", "refs/remotes/origin/main..refs/heads/sandcastle/issue-1"]
+            &[
+                "log",
+                "--format=%s",
+                "refs/remotes/origin/main..refs/heads/sandcastle/issue-1"
+            ]
         ),
         "More work\nAdd the work",
         "the retry ran and committed on top of the held-back commit"
@@ -82,7 +89,11 @@ fn a_held_back_workflow_stays_held_back_when_the_work_is_tried_again() {
     nothing_pushed(&h);
     assert_eq!(refs_carrying(&h, ".forgejo/workflows/evil.yml"), "");
     let comments = h.comments_of(1);
-    assert_eq!(comments.len(), 3, "bob's and one per attempt: {comments:#?}");
+    assert_eq!(
+        comments.len(),
+        3,
+        "bob's and one per attempt: {comments:#?}"
+    );
     assert!(
         comments[2].contains("CI workflow files (`.forgejo/workflows/evil.yml`)"),
         "{}",
@@ -113,5 +124,55 @@ fn a_local_action_is_held_back_like_a_workflow() {
         comments[0].contains("(`.forgejo/actions/setup/action.yml`)"),
         "{}",
         comments[0]
+    );
+}
+
+/// A sent-back pull request whose branch on the forge already carries a workflow change: the
+/// rework is judged against the base branch too, not against what the forge branch has. That
+/// branch is under review, not reviewed (an earlier push under `allowWorkflowChanges`, or anyone
+/// who can push it), and every push runs its workflows again; so nothing is pushed.
+#[test]
+fn a_rework_is_judged_against_the_base_not_the_forge_branch() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([{"match": "# Role: pull-request fixer", "turns": [
+            {"bash": "echo fix > fix.txt && git add fix.txt && git commit -qm 'Fix as asked'", "description": "fix"},
+            {"text": format!("Fixed. {COMPLETE}")}
+        ]}]),
+        "",
+    );
+    let branch = "sandcastle/issue-9";
+    let pull = h.sent_back_pull(
+        branch,
+        "bob",
+        json!({"event": "REQUEST_CHANGES", "body": "Please fix it."}),
+    );
+    h.push_branch(branch, ".forgejo/workflows/ci.yml", "Add a workflow");
+
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success());
+
+    assert_eq!(h.forge.push_count(), 0, "pushes: {:?}", h.forge.pushes());
+    assert_eq!(
+        h.remote_log(branch),
+        ["Add a workflow", "First draft", "Initial commit"]
+    );
+    let comments = h.comments_of(pull);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    assert!(
+        comments[0].contains("CI workflow files (`.forgejo/workflows/ci.yml`)"),
+        "{}",
+        comments[0]
+    );
+    let work = h.project().join(format!(".sandcastle/repos/pr-{pull}.git"));
+    assert_eq!(
+        git(
+            &work,
+            &["log", "-1", "--format=%s", &format!("refs/heads/{branch}")]
+        ),
+        "Fix as asked",
+        "the pr-fixer's commit is kept on the host"
     );
 }
