@@ -984,6 +984,8 @@ pub(crate) mod tests {
         // A round starts from the work's head, as a keep-green round does.
         let again = |start: &str| remote.repo("a.git", branch).unwrap().starting_at(start);
         let repo = again(&repo.tip().unwrap());
+        // Behind the base, the work does not remove what the base added since it started.
+        assert_eq!(repo.changed_paths().unwrap(), ["own.txt"]);
         agent_changes(&repo, |dir| merge_base(dir, "FETCH_HEAD"));
         assert_eq!(repo.changed_paths().unwrap(), ["own.txt"]);
 

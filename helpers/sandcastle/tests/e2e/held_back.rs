@@ -1,7 +1,7 @@
 //! What is held back is judged against the base branch: a change that touches what CI runs stays
 //! unpushed on every attempt, however the attempt started, and local actions count as CI. Real
 //! Docker, the real Claude Code CLI, the scripted model and forge.
-use crate::harness::{Harness, docker_or_skip};
+use crate::harness::{Harness, REPO, docker_or_skip};
 use sandcastle_testkit::git::git;
 use serde_json::json;
 
@@ -174,5 +174,64 @@ fn a_rework_is_judged_against_the_base_not_the_forge_branch() {
         ),
         "Fix as asked",
         "the pr-fixer's commit is kept on the host"
+    );
+}
+
+/// A keep-green round merges the base branch, which brought its own workflow change and a
+/// conflict: what the merge brings in is the base's, not the work's, so the round is pushed.
+#[test]
+fn a_keep_green_merge_of_the_bases_own_workflow_is_pushed() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [{"text": format!("Fine. {COMPLETE}")}]},
+            {"match": "# Role: planner", "turns": [{"text": "<plan>{\"issues\":[]}</plan>"}]},
+            {"match": "keeping a pull request green", "turns": [
+                {"bash": "git merge -q origin/main; echo both > answer.txt && git add answer.txt && git commit -q --no-edit", "description": "merge"},
+                {"text": format!("Merged main. {COMPLETE}")}
+            ]},
+            {"match": "The issue: #1\n", "turns": [
+                {"bash": "echo ours > answer.txt && git add answer.txt && git commit -qm 'Answer'", "description": "work"},
+                {"text": format!("Done. {COMPLETE}")}
+            ]},
+        ]),
+        "",
+    );
+    h.create_issue("The work", "Do it.", &["ready-for-agent"]);
+    assert!(h.sandcastle(&["run", "--issue", "1"]).status.success());
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    for (file, content) in [
+        (".forgejo/workflows/ci.yml", "on: push\n"),
+        ("answer.txt", "theirs\n"),
+    ] {
+        h.forge
+            .commit_file(REPO, "main", file, content, "The base moves on")
+            .unwrap();
+    }
+    assert_eq!(h.get(&format!("/pulls/{pull}"))["mergeable"], false);
+
+    assert!(h.sandcastle(&["run", "--once"]).status.success());
+
+    assert_eq!(h.forge.push_count(), 2, "the pull request, then the round");
+    let main = h.remote_git(&["rev-parse", "refs/heads/main"]);
+    let main = String::from_utf8_lossy(&main.stdout).trim().to_string();
+    let merged = h.remote_git(&[
+        "merge-base",
+        "--is-ancestor",
+        &main,
+        "refs/heads/sandcastle/issue-1",
+    ]);
+    assert!(
+        merged.status.success(),
+        "the round merged main and was pushed"
+    );
+    let comments = h.comments_of(pull);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    assert!(
+        comments[0].contains("sandcastle fixed a merge conflict"),
+        "{}",
+        comments[0]
     );
 }
