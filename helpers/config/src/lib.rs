@@ -67,9 +67,9 @@ pub struct Autopilot {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Publish {
-    /// Push changes to CI workflow files (`.forgejo/workflows/`, `.gitea/workflows/`,
-    /// `.github/workflows/`), which run with the repository's secrets once pushed; `false`: such
-    /// work stops with one comment naming them.
+    /// Push changes to what CI runs (the `workflows/` and `actions/` folders of `.forgejo/`,
+    /// `.gitea/`, `.github/`, any `action.yml`), judged against the base branch, which run with the
+    /// repository's secrets once pushed; `false`: such work stops with one comment naming them.
     pub allow_workflow_changes: bool,
 }
 

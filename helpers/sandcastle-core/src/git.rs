@@ -13,6 +13,7 @@
 use crate::deadline;
 use crate::forge_text;
 use anyhow::{Context, Result, anyhow, bail};
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -342,33 +343,76 @@ impl WorkRepo {
         Ok(log.lines().map(|s| s.trim_end().to_string()).collect())
     }
 
-    /// The paths the work changed: their content at the tip differs from that at `start` and from
-    /// that on `origin/<base>` (added, changed, removed, or turned into a link), so what a merge of
-    /// the base branch brings in is not counted. Sorted; names that are not UTF-8 are shown lossily.
-    pub fn changed_paths(&self, start: &str) -> Result<Vec<String>> {
+    /// The paths a push of the work branch would change, judged against the base branch: their
+    /// content at the tip differs from that at the merge base of the tip and `origin/<base>`
+    /// (`git diff origin/<base>...<tip>`: added, changed, removed, or turned into a link or a
+    /// submodule; a rename is both its names). Never judged against where an attempt started,
+    /// which may itself be unpushed work. What a merge of the base brings in is the base's, not the
+    /// work's. With several merge bases (the work merged an older commit of the base), a path
+    /// counts only if it differs from each of them, each being the base's own history; with none
+    /// (unrelated history), every path of the tip counts. Sorted; names that are not UTF-8 are
+    /// shown lossily.
+    pub fn changed_paths(&self) -> Result<Vec<String>> {
         let tip = format!("refs/heads/{}", self.branch);
-        let differ = |from: &str| -> Result<std::collections::BTreeSet<String>> {
-            let args = [
-                "diff",
-                "--name-only",
-                "-z",
-                "--no-renames",
-                "--no-ext-diff",
+        let git = self.git();
+        let out = git.finish(
+            &[
+                "merge-base",
+                "--all",
                 "--end-of-options",
-                from,
+                &self.fetched_base(),
                 &tip,
-                "--",
-            ];
-            let names = self.git().output(&args, "diff")?;
+            ],
+            "merge-base",
+        )?;
+        let bases = match out.status.code() {
+            Some(0) => String::from_utf8_lossy(&out.stdout).into_owned(),
+            // No common commit.
+            Some(1) => String::new(),
+            _ => bail!(
+                "git merge-base: {}",
+                complaint(&String::from_utf8_lossy(&out.stderr))
+            ),
+        };
+        let names = |args: &[&str]| -> Result<BTreeSet<String>> {
+            let names = git.output(args, args[0])?;
             Ok(names
                 .split('\0')
                 .filter(|n| !n.is_empty())
                 .map(str::to_string)
                 .collect())
         };
-        let base = format!("refs/remotes/origin/{}", self.base);
-        let since_start = differ(start)?;
-        Ok(since_start.intersection(&differ(&base)?).cloned().collect())
+        let mut changed: Option<BTreeSet<String>> = None;
+        for base in bases.lines() {
+            let differ = names(&[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--end-of-options",
+                base,
+                &tip,
+                "--",
+            ])?;
+            changed = Some(match changed {
+                Some(so_far) => so_far.intersection(&differ).cloned().collect(),
+                None => differ,
+            });
+        }
+        let changed = match changed {
+            Some(changed) => changed,
+            None => names(&[
+                "ls-tree",
+                "-r",
+                "-z",
+                "--name-only",
+                "--full-tree",
+                "--end-of-options",
+                &tip,
+            ])?,
+        };
+        Ok(changed.into_iter().collect())
     }
 
     /// A bundle of the work branch and `origin/<base>`, which is what a sandbox's checkout is made from.
@@ -1161,6 +1205,184 @@ pub(crate) mod tests {
             resumed.new_commits().unwrap(),
             ["first change", "second change"]
         );
+    }
+
+    /// What a sandbox does, with `change` made to the agent's checkout: everything in it
+    /// committed, handed out and imported into `repo`. Returns the new tip.
+    fn agent_changes(repo: &WorkRepo, change: impl FnOnce(&Path)) -> String {
+        let seed = repo.scratch_file().unwrap();
+        repo.seed_bundle(seed.path()).unwrap();
+        let checkout = Checkout::from_bundle(seed.path(), &repo.branch);
+        let known = repo.tip().unwrap();
+        change(&checkout.path());
+        fixture_git(&checkout.path(), &["add", "--all"]);
+        fixture_git(
+            &checkout.path(),
+            &["commit", "--quiet", "--allow-empty", "-m", "change"],
+        );
+        let handed_out = repo.scratch_file().unwrap();
+        checkout.hand_out(&known, handed_out.path());
+        taken(repo.import(handed_out.path()).unwrap())
+    }
+
+    /// Writes `content` to `path` under `dir`, making its folders.
+    fn write(dir: &Path, path: &str, content: &str) {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, content).unwrap();
+    }
+
+    /// The main branch of `remote` moved on by a commit writing `files`, pushed from its seed.
+    fn base_commits(remote: &Remote, files: &[&str]) -> String {
+        let seed = remote.path("seed");
+        for file in files {
+            write(&seed, file, "base\n");
+        }
+        fixture_git(&seed, &["add", "--all"]);
+        fixture_git(&seed, &["commit", "--quiet", "-m", "base moves"]);
+        fixture_git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+        fixture_git(&seed, &["rev-parse", "HEAD"])
+    }
+
+    /// Red-team finding: a retry starts at the held-back commit, kept unpushed in the work
+    /// repository. The paths it would push are judged against the base, so the held-back workflow
+    /// still counts once the retry adds a commit.
+    #[test]
+    fn a_retry_is_judged_against_the_base_not_where_it_started() {
+        let remote = Remote::new();
+        let branch = "sandcastle/issue-20";
+        let repo = remote.repo("a.git", branch).unwrap();
+        let held_back = agent_changes(&repo, |dir| {
+            write(dir, ".forgejo/workflows/evil.yml", "on: push\n");
+            write(dir, "work.txt", "work\n");
+        });
+        let retry = remote.repo("a.git", branch).unwrap();
+        assert_eq!(retry.tip().unwrap(), held_back, "the branch was kept");
+        let retry = retry.starting_at(&held_back);
+        agent_changes(&retry, |dir| write(dir, "more.txt", "more\n"));
+        assert_eq!(
+            retry.changed_paths().unwrap(),
+            [".forgejo/workflows/evil.yml", "more.txt", "work.txt"]
+        );
+    }
+
+    /// The base moves on with workflow changes of its own and the work merges it (a keep-green
+    /// round): only the work's own paths count. So when the work merges an older commit of the
+    /// base, which gives it two merge bases with the base.
+    #[test]
+    fn what_a_merge_of_the_base_brings_in_is_not_the_works() {
+        let remote = Remote::new();
+        let branch = "sandcastle/issue-21";
+        let repo = remote.repo("a.git", branch).unwrap();
+        agent_changes(&repo, |dir| write(dir, "own.txt", "own\n"));
+        base_commits(&remote, &[".github/workflows/ci.yml", "base.txt"]);
+        let url = remote.url.clone();
+        let merge_base = |dir: &Path, commit: &str| {
+            fixture_git(dir, &["fetch", "--quiet", &url, "main"]);
+            fixture_git(dir, &["merge", "--quiet", "--no-edit", commit]);
+        };
+        // A round starts from the work's head, as a keep-green round does.
+        let again = |start: &str| remote.repo("a.git", branch).unwrap().starting_at(start);
+        let repo = again(&repo.tip().unwrap());
+        // Behind the base, the work does not remove what the base added since it started.
+        assert_eq!(repo.changed_paths().unwrap(), ["own.txt"]);
+        agent_changes(&repo, |dir| merge_base(dir, "FETCH_HEAD"));
+        assert_eq!(repo.changed_paths().unwrap(), ["own.txt"]);
+
+        // The base merges a side branch that changed a workflow; the work merges only that side
+        // commit. Its merge bases with the base are the base's tip it had and the side commit.
+        let seed = remote.path("seed");
+        let tip = fixture_git(&seed, &["rev-parse", "HEAD"]);
+        fixture_git(&seed, &["checkout", "--quiet", "--detach", "HEAD~1"]);
+        write(&seed, ".forgejo/workflows/side.yml", "on: push\n");
+        fixture_git(&seed, &["add", "--all"]);
+        fixture_git(&seed, &["commit", "--quiet", "-m", "side"]);
+        let side = fixture_git(&seed, &["rev-parse", "HEAD"]);
+        fixture_git(&seed, &["checkout", "--quiet", "--detach", &tip]);
+        fixture_git(&seed, &["merge", "--quiet", "--no-edit", &side]);
+        fixture_git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+        let repo = again(&repo.tip().unwrap());
+        agent_changes(&repo, |dir| {
+            merge_base(dir, "FETCH_HEAD^2");
+            write(dir, "more.txt", "more\n");
+        });
+        let bases = repo
+            .git()
+            .output(
+                &[
+                    "merge-base",
+                    "--all",
+                    &repo.fetched_base(),
+                    "refs/heads/sandcastle/issue-21",
+                ],
+                "merge-base",
+            )
+            .unwrap();
+        assert_eq!(bases.lines().count(), 2, "{bases}");
+        assert_eq!(repo.changed_paths().unwrap(), ["more.txt", "own.txt"]);
+    }
+
+    /// A rename is both its names, a path turned into a link or a submodule is listed, and what
+    /// stands where a workflow folder is counts as a workflow.
+    #[test]
+    fn every_kind_of_change_to_a_path_is_listed() {
+        let remote = Remote::new();
+        base_commits(&remote, &[".forgejo/workflows/ci.yml", "ci.sh"]);
+        let repo = remote.repo("a.git", "sandcastle/issue-22").unwrap();
+        agent_changes(&repo, |dir| {
+            std::fs::create_dir(dir.join("tools")).unwrap();
+            fixture_git(dir, &["mv", "ci.sh", "tools/ci.sh"]);
+            std::fs::remove_file(dir.join(".forgejo/workflows/ci.yml")).unwrap();
+            std::os::unix::fs::symlink("../../tools/ci.yml", dir.join(".forgejo/workflows/ci.yml"))
+                .unwrap();
+            // A submodule not checked out: its folder empty, its commit in the index only.
+            std::fs::create_dir_all(dir.join(".gitea/workflows")).unwrap();
+            let gitlink = format!("160000,{},.gitea/workflows", "1".repeat(40));
+            fixture_git(dir, &["update-index", "--add", "--cacheinfo", &gitlink]);
+        });
+        let changed = repo.changed_paths().unwrap();
+        assert_eq!(
+            changed,
+            [
+                ".forgejo/workflows/ci.yml",
+                ".gitea/workflows",
+                "ci.sh",
+                "tools/ci.sh"
+            ]
+        );
+        assert_eq!(
+            crate::touches::Touches::of(&changed).workflows,
+            [".forgejo/workflows/ci.yml", ".gitea/workflows"]
+        );
+    }
+
+    /// A branch on the forge whose history shares nothing with the base: every path of it counts.
+    #[test]
+    fn with_no_history_in_common_every_path_counts() {
+        let remote = Remote::new();
+        let seed = remote.path("seed");
+        fixture_git(&seed, &["checkout", "--quiet", "--orphan", "unrelated"]);
+        fixture_git(&seed, &["rm", "--quiet", "-r", "--cached", "."]);
+        write(&seed, ".github/workflows/x.yml", "on: push\n");
+        fixture_git(&seed, &["add", ".github"]);
+        fixture_git(&seed, &["commit", "--quiet", "-m", "unrelated"]);
+        fixture_git(
+            &seed,
+            &[
+                "push",
+                "--quiet",
+                "origin",
+                "HEAD:refs/heads/sandcastle/issue-23",
+            ],
+        );
+        let repo = remote.repo("a.git", "sandcastle/issue-23").unwrap();
+        assert_eq!(repo.changed_paths().unwrap(), [".github/workflows/x.yml"]);
     }
 
     #[test]

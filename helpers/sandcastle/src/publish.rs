@@ -48,7 +48,9 @@ pub fn publish(
             pull.number
         );
     }
-    let touches = Touches::of(&repo.changed_paths(&start)?);
+    // Against the base branch on every attempt and in every lane: a retry starts where the
+    // held-back work stopped, and a sent-back branch on the forge is under review, not reviewed.
+    let touches = Touches::of(&repo.changed_paths()?);
     if !touches.workflows.is_empty() && !ctx.config.publish.allow_workflow_changes {
         return Ok(Published::HeldBack(format!(
             "the change touches CI workflow files ({}), which the forge would run with the \

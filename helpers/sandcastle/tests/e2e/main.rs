@@ -9,6 +9,7 @@ mod faults;
 mod forge_out;
 mod green;
 mod harness;
+mod held_back;
 mod proxy;
 mod questions;
 mod spend;
