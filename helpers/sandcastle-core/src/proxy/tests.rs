@@ -290,12 +290,160 @@ fn connect_tunnels_to_an_allowed_host_only_and_counts_the_refusals() {
     let (head, _) = connect(&base, &format!("127.0.0.1:{echo_port}"), "wrong");
     assert!(head.starts_with("HTTP/1.1 407"), "{head}");
     assert_eq!(
-        proxy.blocked("issue #1"),
+        proxy.blocked("issue #1").listed,
         [BlockedRequest {
             host: "evil.example".into(),
             port: 443,
+            call: None,
             count: 2
         }]
     );
-    assert!(proxy.blocked("issue #2").is_empty());
+    assert_eq!(proxy.blocked("issue #2"), Refusals::default());
+}
+
+/// One request written by hand through the relay, `connection: close`; the status and the body.
+fn raw(base: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: model\r\nx-api-key: {key}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// The operator's key could list and delete files, run batches (never metered) or anything else
+/// the API offers: only the two Messages calls Claude Code makes go on; every other call is a 403
+/// that the model never hears of, listed like a refused host.
+#[test]
+fn only_the_messages_api_is_forwarded_and_every_other_call_is_refused_and_listed() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let message = json!({"model": "claude-test", "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]})
+    .to_string();
+
+    let refused = [
+        ("GET", "/v1/files", ""),
+        ("DELETE", "/v1/files/file_123", ""),
+        ("POST", "/v1/messages/batches", message.as_str()),
+        ("TRACE", "/", ""),
+        ("GET", "/v1/messages?beta=true", ""),
+        ("POST", "/v1/messages/extra", message.as_str()),
+    ];
+    for (method, path, body) in refused {
+        let (status, answer) = raw(&base, method, path, &key, body);
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        assert!(
+            answer.contains("forwards only POST /v1/messages"),
+            "{answer}"
+        );
+    }
+    assert!(model.routes().is_empty(), "{:?}", model.routes());
+
+    let (status, answer) = raw(&base, "POST", "/v1/messages?beta=true", &key, &message);
+    assert_eq!(status, 200, "{answer}");
+    let count = json!({"model": "claude-test", "messages": []}).to_string();
+    let (status, answer) = raw(
+        &base,
+        "POST",
+        "/v1/messages/count_tokens?beta=true",
+        &key,
+        &count,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        model.routes(),
+        [
+            "POST /v1/messages?beta=true",
+            "POST /v1/messages/count_tokens?beta=true"
+        ]
+    );
+
+    let port = model.port();
+    let listed: Vec<(String, u16, Option<String>, u32)> = proxy
+        .blocked("issue #1")
+        .listed
+        .into_iter()
+        .map(|b| (b.host, b.port, b.call, b.count))
+        .collect();
+    let call = |c: &str| ("127.0.0.1".to_string(), port, Some(c.to_string()), 1);
+    assert_eq!(
+        listed,
+        [
+            call("DELETE /v1/files/file_123"),
+            call("GET /v1/files"),
+            call("GET /v1/messages"),
+            call("POST /v1/messages/batches"),
+            call("POST /v1/messages/extra"),
+            call("TRACE /"),
+        ]
+    );
+}
+
+/// Twenty requests at once against a $1 budget, each of which the model bills $0.315 and may cost
+/// $0.765 (sonnet, 1000 tokens out, a full context in): before, each saw nothing spent yet and all
+/// twenty went on ($6.30). Now each reserves its worst case first: what goes on alongside others
+/// fits in what is left, and only a request alone may pass the limit, by at most itself.
+#[test]
+fn parallel_requests_cannot_pass_the_budget_together() {
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "costly", "delay_seconds": 1, "usage": {"input_tokens": 100000, "output_tokens": 1000}}
+    ], "repeat_last": true}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let limit = 1.0;
+    let budget = Budget {
+        spent: 0.0,
+        limit: Some(limit),
+    };
+    let work = proxy.open("issue #1", budget).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let message = json!({"model": "claude-sonnet-4-6", "max_tokens": 1000,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]})
+    .to_string();
+    let worst = (200_000.0 * 3.0 * 1.25 + 1000.0 * 15.0) / 1e6;
+    let billed = (100_000.0 * 3.0 + 1000.0 * 15.0) / 1e6;
+
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let asks: Vec<_> = (0..20)
+            .map(|_| scope.spawn(|| raw(&base, "POST", "/v1/messages", &key, &message).0))
+            .collect();
+        asks.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+
+    let answered = statuses.iter().filter(|&&s| s == 200).count();
+    assert!(
+        statuses.iter().all(|s| [200, 403, 429].contains(s)),
+        "{statuses:?}"
+    );
+    assert!(answered >= 1, "{statuses:?}");
+    assert_eq!(
+        model.requests().len(),
+        answered,
+        "a refused request never left"
+    );
+    let spent = work.take_usage().cost_usd;
+    assert!((spent - answered as f64 * billed).abs() < 1e-9, "{spent}");
+    assert!(
+        spent <= limit + worst,
+        "{answered} requests went on, ${spent:.2} against ${limit:.2}: {statuses:?}"
+    );
 }
