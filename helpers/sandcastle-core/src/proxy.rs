@@ -567,10 +567,14 @@ async fn read_body(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_REQUEST_BYTES as u64) {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
+    let declared = match declared {
+        Some(length) if length > MAX_REQUEST_BYTES as u64 => return Err(too_large()),
+        Some(length) => length as usize,
+        None => 0,
+    };
+    // Sized once: growing by doubling would leave the smaller copies resident. Only the pages
+    // written are resident, so a client that declares much and sends little holds little.
+    let mut bytes = Vec::with_capacity(declared);
     loop {
         let frame = match tokio::time::timeout(IDLE, body.frame()).await {
             Ok(Some(Ok(frame))) => frame,

@@ -230,3 +230,46 @@ fn authorized(headers: &http::HeaderMap, token: &str) -> bool {
         .unwrap_or_default();
     decoded == format!("{PROXY_USER}:{token}").as_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 20,000 distinct refused hosts of 1000 characters (80 MB of names before): the first
+    /// [`MAX_LISTED`] are kept by name, each cut to [`MAX_HOST`], the rest counted; a host
+    /// already listed still counts as itself.
+    #[test]
+    fn the_refused_hosts_kept_are_bounded_in_number_and_length() {
+        let blocked = Blocked::default();
+        for i in 0..20_000 {
+            let host = format!("{i:05}{}", "x".repeat(995));
+            blocked.add("issue #1", &host, 443);
+        }
+        let first = format!("00000{}", "x".repeat(995));
+        blocked.add("issue #1", &first, 443);
+        blocked.add_call("issue #1", ("api.example", 443), "GET", "/v1/files");
+
+        let refusals = blocked.of("issue #1");
+        assert_eq!(refusals.listed.len(), MAX_LISTED);
+        assert!(refusals.listed.iter().all(|b| b.host.len() <= MAX_HOST));
+        assert_eq!(refusals.listed[0].count, 2);
+        assert_eq!(refusals.unlisted, 20_000 - MAX_LISTED as u64 + 1);
+        let kept: usize = refusals.listed.iter().map(|b| b.host.len()).sum();
+        assert!(kept <= MAX_LISTED * MAX_HOST);
+        assert_eq!(blocked.of("issue #2"), Refusals::default());
+    }
+
+    #[test]
+    fn a_refused_calls_path_keeps_plain_characters_only() {
+        let blocked = Blocked::default();
+        let path = format!("/v1/files/`x` <b>{}", "y".repeat(500));
+        blocked.add_call("issue #1", ("api.example", 443), "GET", &path);
+        let call = blocked.of("issue #1").listed[0].call.clone().unwrap();
+        assert!(call.starts_with("GET /v1/files/_x__"), "{call}");
+        assert!(call.len() <= MAX_CALL);
+        assert!(
+            !call.contains(['`', '<', ' ']) || call.matches(' ').count() == 1,
+            "{call}"
+        );
+    }
+}
