@@ -361,7 +361,11 @@ fn only_the_messages_api_leaves_a_sandbox() {
         .iter()
         .filter_map(|b| b["call"].as_str())
         .collect();
-    assert_eq!(listed, ["GET /v1/files", "POST /v1/messages/batches"], "{report}");
+    assert_eq!(
+        listed,
+        ["GET /v1/files", "POST /v1/messages/batches"],
+        "{report}"
+    );
 }
 
 /// Through `HTTP_PROXY`/`HTTPS_PROXY` (git's own libcurl, a real client): the forge allowed in
