@@ -364,7 +364,7 @@ impl Work {
     /// Holds `worst` against the work's budget and the run's, or the refusal to answer: a spent
     /// budget (403, said as the driver says it), or one held by requests in flight (429, which
     /// Claude Code retries).
-    fn reserve(self: &Arc<Work>, worst: f64) -> Result<Reservation, Response<Body>> {
+    fn reserve(self: &Arc<Work>, worst: f64) -> Result<Reservation, Refusal> {
         let mut meter = self.meter.lock().unwrap_or_else(|e| e.into_inner());
         let mut run = self.run.ledger.lock().unwrap_or_else(|e| e.into_inner());
         let own = meter
@@ -373,7 +373,7 @@ impl Work {
         let whole = run.verdict(0.0, self.run.limit, worst);
         let limit = |limit: Option<f64>| limit.unwrap_or_default();
         match (own, whole) {
-            (Verdict::Reached { spent }, _) => Err(refusal(
+            (Verdict::Reached { spent }, _) => Err(Refusal::new(
                 StatusCode::FORBIDDEN,
                 "permission_error",
                 &format!(
@@ -382,7 +382,7 @@ impl Work {
                     limit(self.budget.limit)
                 ),
             )),
-            (_, Verdict::Reached { spent }) => Err(refusal(
+            (_, Verdict::Reached { spent }) => Err(Refusal::new(
                 StatusCode::FORBIDDEN,
                 "permission_error",
                 &format!(
@@ -392,7 +392,7 @@ impl Work {
                 ),
             )),
             (Verdict::Held { left }, _) | (_, Verdict::Held { left }) => {
-                let mut refused = refusal(
+                let mut refused = Refusal::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "rate_limit_error",
                     &format!(
@@ -400,9 +400,7 @@ impl Work {
                         self.key
                     ),
                 );
-                refused
-                    .headers_mut()
-                    .insert(http::header::RETRY_AFTER, http::HeaderValue::from(2));
+                refused.retry_after = Some(2);
                 Err(refused)
             }
             (Verdict::Go, Verdict::Go) => {
@@ -492,7 +490,7 @@ async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> 
     let (parts, body) = request.into_parts();
     let body = match read_body(&parts.headers, body).await {
         Ok(body) => body,
-        Err(refused) => return refused,
+        Err(refused) => return refused.response(),
     };
     let worst = match call {
         Call::Messages => {
@@ -511,7 +509,7 @@ async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> 
     };
     let reservation = match work.reserve(worst) {
         Ok(reservation) => reservation,
-        Err(refused) => return refused,
+        Err(refused) => return refused.response(),
     };
     match forward(work, parts, body, Target::Model, Some(reservation)).await {
         Ok(response) => response,
@@ -549,12 +547,9 @@ impl Call {
 
 /// A request's body within the proxy's bounds: [`MAX_REQUEST_BYTES`] (413 past it, before a byte
 /// is forwarded), and no pause longer than [`IDLE`] (408).
-async fn read_body(
-    headers: &http::HeaderMap,
-    mut body: Incoming,
-) -> Result<Vec<u8>, Response<Body>> {
+async fn read_body(headers: &http::HeaderMap, mut body: Incoming) -> Result<Vec<u8>, Refusal> {
     let too_large = || {
-        refusal(
+        Refusal::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "request_too_large",
             &format!(
@@ -581,7 +576,7 @@ async fn read_body(
             Ok(None) => return Ok(bytes),
             Ok(Some(Err(error))) => {
                 let why = format!("sandcastle's proxy cannot read the request: {error}");
-                return Err(refusal(
+                return Err(Refusal::new(
                     StatusCode::BAD_REQUEST,
                     "invalid_request_error",
                     &why,
@@ -592,7 +587,11 @@ async fn read_body(
                     "sandcastle's proxy: the request sent nothing for {} s",
                     IDLE.as_secs()
                 );
-                return Err(refusal(StatusCode::REQUEST_TIMEOUT, "timeout_error", &why));
+                return Err(Refusal::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "timeout_error",
+                    &why,
+                ));
             }
         };
         if let Ok(data) = frame.into_data() {
@@ -770,6 +769,36 @@ fn empty() -> Body {
     http_body_util::Empty::new()
         .map_err(|never| match never {})
         .boxed()
+}
+
+/// A request the proxy answers itself rather than forward: a [`refusal`] once answered.
+struct Refusal {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+    /// Seconds after which a retry may go on.
+    retry_after: Option<u16>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, kind: &'static str, message: &str) -> Refusal {
+        Refusal {
+            status,
+            kind,
+            message: message.to_string(),
+            retry_after: None,
+        }
+    }
+
+    fn response(self) -> Response<Body> {
+        let mut response = refusal(self.status, self.kind, &self.message);
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
+    }
 }
 
 /// An error in the Messages API's own shape, so Claude Code shows its message.

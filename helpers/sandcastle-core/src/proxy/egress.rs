@@ -172,7 +172,7 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
         let (parts, body) = request.into_parts();
         let body = match read_body(&parts.headers, body).await {
             Ok(body) => body,
-            Err(refused) => return refused,
+            Err(refused) => return refused.response(),
         };
         return match forward(work, parts, body, Target::Web, None).await {
             Ok(response) => response,
