@@ -731,21 +731,27 @@ fn pump(
             Ok(0) => return scan.map(Scan::finish),
             Ok(n) => n,
             Err(e) => {
-                let _ = sender.blocking_send(Err(e));
+                if listening {
+                    hand_on(sender, Err(e));
+                }
                 return scan.map(Scan::finish);
             }
         };
         if let Some(scan) = &mut scan {
             scan.feed(&buffer[..n]);
         }
-        listening = listening
-            && sender
-                .blocking_send(Ok(Bytes::copy_from_slice(&buffer[..n])))
-                .is_ok();
+        listening = listening && hand_on(sender, Ok(Bytes::copy_from_slice(&buffer[..n])));
         if !listening && scan.is_none() {
             return None;
         }
     }
+}
+
+/// Hands a chunk to the sandbox's side of the answer; false once it hung up, or took nothing for
+/// [`IDLE`] (then the meter reads on without it, and its connection is its own to close).
+fn hand_on(sender: &mpsc::Sender<std::io::Result<Bytes>>, chunk: std::io::Result<Bytes>) -> bool {
+    let send = tokio::time::timeout(IDLE, sender.send(chunk));
+    matches!(tokio::runtime::Handle::current().block_on(send), Ok(Ok(())))
 }
 
 /// A response body fed by [`pump`].

@@ -604,3 +604,41 @@ fn a_huge_host_is_kept_cut_and_a_huge_head_is_refused() {
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     assert!(model.routes().is_empty());
 }
+
+/// A sandbox that asks for a long streamed answer and never reads it: before, the proxy's pump
+/// waited on it for ever, holding a thread, and the answer was never metered. Now the sandbox is
+/// hung up on after [`IDLE`], and the meter reads the answer to its end.
+#[test]
+fn an_answer_the_sandbox_never_reads_is_still_metered() {
+    use std::io::Write;
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "x".repeat(4 * 1024 * 1024), "usage": {"input_tokens": 100, "output_tokens": 1_000_000}}
+    ]}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let key = placeholder(&work);
+    let body = json!({"model": "claude-test", "max_tokens": 10, "stream": true,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]})
+    .to_string();
+    let mut stream = std::os::unix::net::UnixStream::connect(work.socket()).unwrap();
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nhost: model\r\nx-api-key: {key}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+
+    // Waits for the meter (IDLE and the rest of the answer), never asserting on time.
+    let mut usage = work.take_usage();
+    for _ in 0..600 {
+        if usage.output_tokens > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        usage = work.take_usage();
+    }
+    assert_eq!(usage.output_tokens, 1_000_000, "{usage:?}");
+    drop(stream);
+}
