@@ -56,13 +56,13 @@ pub const SOCKET_NAME: &str = "proxy.sock";
 const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
 /// The largest request body a sandbox may send (a long conversation with images is a few MiB);
 /// a larger one is answered 413 and nothing is forwarded.
-pub const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 /// The largest request line and headers read.
-pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Connections one work's socket serves at once, tunnels included; the next is answered 503.
-pub const MAX_CONNECTIONS: usize = 16;
+const MAX_CONNECTIONS: usize = 16;
 /// A request whose head or body sends no byte for this long is dropped.
-pub const IDLE: Duration = Duration::from_secs(20);
+const IDLE: Duration = Duration::from_secs(20);
 /// Bytes read from upstream per chunk passed on.
 const CHUNK_BYTES: usize = 16 * 1024;
 /// The beta header an OAuth token needs on the Messages API (Claude Code sends it itself when it
