@@ -127,6 +127,15 @@ impl FakeAnthropic {
         credentials.iter().cloned().collect()
     }
 
+    /// Every request received, whatever it asked: `"POST /v1/messages?beta=true"`, in arrival order.
+    pub fn routes(&self) -> Vec<String> {
+        self.state
+            .routes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     fn records(&self) -> MutexGuard<'_, Records> {
         self.state
             .records

@@ -25,6 +25,8 @@ pub struct State {
     /// Every distinct `x-api-key` and `Authorization` value received, for tests to check which
     /// credential reached the server; never logged.
     pub credentials: Mutex<BTreeSet<String>>,
+    /// Every request's method and path (query included), in arrival order.
+    pub routes: Mutex<Vec<String>>,
     next_id: AtomicU64,
 }
 
@@ -35,6 +37,7 @@ impl State {
             records: Mutex::new(Records::default()),
             log_to_stderr,
             credentials: Mutex::new(BTreeSet::new()),
+            routes: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -72,6 +75,11 @@ fn handle(mut request: Request, state: &State) {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .extend(sent);
+    state
+        .routes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(format!("{method} {}", request.url()));
     // The query (`?beta=true`) does not change the answer.
     let path = request.url().split('?').next().unwrap_or("").to_owned();
     let mut body = String::new();

@@ -7,34 +7,46 @@
 //! operator's `ANTHROPIC_BASE_URL` with the real credential added here. Responses stream back
 //! chunk by chunk (server-sent events are never gathered whole).
 //!
-//! The proxy meters every answer from the API's own `usage` (`meter.rs`) per work, and refuses a
-//! work's next request once its budget or the run's is spent, with an error Claude Code shows.
+//! It forwards the Messages API only (`POST /v1/messages` and `/v1/messages/count_tokens`): every
+//! other call the operator's credential could make (files, batches, models) is refused and listed
+//! with the refused hosts. The proxy meters every answer from the API's own `usage` (`meter.rs`)
+//! per work; a request reserves its worst case first and settles when its answer ends
+//! (`budget.rs`), so requests in flight cannot together pass a budget, and a spent budget refuses
+//! the work's next request with an error Claude Code shows.
+//!
+//! What a sandbox can make the host hold is bounded: [`MAX_CONNECTIONS`] connections per work,
+//! request heads of [`MAX_HEAD_BYTES`] and bodies of [`MAX_REQUEST_BYTES`], and a request that
+//! sends nothing for [`IDLE`] is dropped.
 //!
 //! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
 //! blocking pool, so the proxy shares the client (TLS roots, proxies) the rest of sandcastle uses.
+mod budget;
 mod egress;
 mod meter;
 
 use crate::stream::Usage;
 use anyhow::{Context as _, Result, bail};
+use budget::{Charge, Ledger, Reservation, Verdict};
 use bytes::Bytes;
 use egress::{Blocked, PROXY_USER};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
-use meter::Scan;
+use meter::{Metered, Scan};
 use sandcastle_config::Egress;
 
-pub use egress::BlockedRequest;
+pub use egress::{BlockedRequest, Refusals};
 use std::convert::Infallible;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use tokio::sync::mpsc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Semaphore, mpsc};
 
 /// Where a container finds its work's socket directory (mounted read-only).
 pub const SOCKET_DIR_IN_SANDBOX: &str = "/run/sandcastle";
@@ -42,8 +54,15 @@ pub const SOCKET_DIR_IN_SANDBOX: &str = "/run/sandcastle";
 pub const SOCKET_NAME: &str = "proxy.sock";
 /// The Anthropic API, when the operator sets no `ANTHROPIC_BASE_URL`.
 const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
-/// The largest request body a sandbox may send (a long conversation with images is a few MiB).
-const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// The largest request body a sandbox may send (a long conversation with images is a few MiB);
+/// a larger one is answered 413 and nothing is forwarded.
+const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+/// The largest request line and headers read.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Connections one work's socket serves at once, tunnels included; the next is answered 503.
+const MAX_CONNECTIONS: usize = 16;
+/// A request whose head or body sends no byte for this long is dropped.
+const IDLE: Duration = Duration::from_secs(20);
 /// Bytes read from upstream per chunk passed on.
 const CHUNK_BYTES: usize = 16 * 1024;
 /// The beta header an OAuth token needs on the Messages API (Claude Code sends it itself when it
@@ -107,6 +126,9 @@ impl Credential {
 pub struct Upstream {
     /// `ANTHROPIC_BASE_URL` without a trailing `/`.
     base: String,
+    /// Its host and port, which a refused model API call is listed under.
+    host: String,
+    port: u16,
     credential: Credential,
     agent: ureq::Agent,
 }
@@ -129,7 +151,10 @@ impl Upstream {
             .max_redirects(0)
             .build()
             .new_agent();
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         Ok(Upstream {
+            host: uri.host().unwrap_or_default().to_string(),
+            port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
             base: uri.to_string().trim_end_matches('/').to_string(),
             credential,
             agent,
@@ -154,10 +179,10 @@ pub struct Policy {
     pub egress: Vec<Egress>,
 }
 
-/// What the whole run has spent through the proxy, against `[budget] maxCostPerRun`.
+/// What the whole run has spent and holds through the proxy, against `[budget] maxCostPerRun`.
 struct RunMeter {
     limit: Option<f64>,
-    spent: Mutex<f64>,
+    ledger: Mutex<Ledger>,
 }
 
 /// What a work had spent before its socket opened (in earlier runs too), against
@@ -174,6 +199,7 @@ impl Proxy {
             .worker_threads(2)
             .thread_name("sandcastle-proxy")
             .enable_io()
+            .enable_time()
             .build()
             .context("cannot start the model proxy's runtime")?;
         Ok(Proxy {
@@ -181,7 +207,7 @@ impl Proxy {
             upstream: Arc::new(upstream),
             run: Arc::new(RunMeter {
                 limit: policy.max_cost_per_run,
-                spent: Mutex::new(0.0),
+                ledger: Mutex::default(),
             }),
             egress: Arc::new(policy.egress),
             blocked: Arc::default(),
@@ -189,25 +215,33 @@ impl Proxy {
     }
 
     /// The requests `key`'s sandbox was refused in this run.
-    pub fn blocked(&self, key: &str) -> Vec<BlockedRequest> {
+    pub fn blocked(&self, key: &str) -> Refusals {
         self.blocked.of(key)
     }
 
     /// Every work's refused requests in this run, by work key.
-    pub fn all_blocked(&self) -> Vec<(String, Vec<BlockedRequest>)> {
+    pub fn all_blocked(&self) -> Vec<(String, Refusals)> {
         self.blocked.all()
     }
 
     /// A socket for the work `key`, in a new host directory that only this work's container
     /// mounts; closed and removed when the returned value drops.
+    ///
+    /// On the host, only this process's user reaches it: it lies in a directory of mode 0700.
+    /// The container mounts the socket's own directory, where its root (without capabilities, so
+    /// no override of file modes, and not the socket's owner when the engine is rootful and
+    /// sandcastle is not root) must connect; there the socket is worth what the relay's port is.
     pub fn open(&self, key: &str, budget: Budget) -> Result<WorkProxy> {
-        let dir = tempfile::Builder::new()
+        let private = tempfile::Builder::new()
             .prefix("sandcastle-proxy-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("cannot create the model proxy's socket directory")?;
-        // The container's root (no capabilities, so no override of file modes) connects to it.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
-        let socket = dir.path().join(SOCKET_NAME);
+        let dir = private.path().join(MOUNTED_DIR);
+        std::fs::create_dir(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)))
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let socket = dir.join(SOCKET_NAME);
         let listener = std::os::unix::net::UnixListener::bind(&socket)
             .with_context(|| format!("cannot listen on {}", socket.display()))?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))?;
@@ -219,6 +253,7 @@ impl Proxy {
             run: Arc::clone(&self.run),
             budget,
             meter: Mutex::default(),
+            connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             egress: Arc::clone(&self.egress),
             blocked: Arc::clone(&self.blocked),
         });
@@ -227,21 +262,31 @@ impl Proxy {
             let listener = tokio::net::UnixListener::from_std(listener)?;
             self.runtime.spawn(serve(listener, Arc::clone(&work)))
         };
-        Ok(WorkProxy { dir, task, work })
+        Ok(WorkProxy {
+            _private: private,
+            mounted: dir,
+            task,
+            work,
+        })
     }
 }
 
+/// The directory inside a work's private one that holds its socket and is mounted.
+const MOUNTED_DIR: &str = "mounted";
+
 /// One work's end of the proxy.
 pub struct WorkProxy {
-    dir: tempfile::TempDir,
+    /// Mode 0700: holds the mounted directory with the socket; removed with it on drop.
+    _private: tempfile::TempDir,
+    mounted: PathBuf,
     task: tokio::task::JoinHandle<()>,
     work: Arc<Work>,
 }
 
 impl WorkProxy {
-    /// The host directory holding the socket.
+    /// The host directory holding the socket, which the work's container mounts.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        &self.mounted
     }
 
     /// What the sandbox is given instead of the credential and a network: the relay's address
@@ -271,8 +316,8 @@ impl WorkProxy {
     }
 
     #[cfg(test)]
-    pub fn socket(&self) -> std::path::PathBuf {
-        self.dir.path().join(SOCKET_NAME)
+    pub fn socket(&self) -> PathBuf {
+        self.mounted.join(SOCKET_NAME)
     }
 }
 
@@ -301,56 +346,88 @@ struct Work {
     run: Arc<RunMeter>,
     budget: Budget,
     meter: Mutex<WorkMeter>,
+    /// One permit per connection served, [`MAX_CONNECTIONS`] in all.
+    connections: Arc<Semaphore>,
     egress: Arc<Vec<Egress>>,
     blocked: Arc<Blocked>,
 }
 
 #[derive(Default)]
 struct WorkMeter {
-    /// Since the socket opened.
-    cost_usd: f64,
+    /// Spent and held since the socket opened.
+    ledger: Ledger,
     /// Since the host last took it (`WorkProxy::take_usage`).
     unread: Usage,
 }
 
 impl Work {
-    fn record(&self, usage: &Usage) {
+    /// Holds `worst` against the work's budget and the run's, or the refusal to answer: a spent
+    /// budget (403, said as the driver says it), or one held by requests in flight (429, which
+    /// Claude Code retries).
+    fn reserve(self: &Arc<Work>, worst: f64) -> Result<Reservation, Refusal> {
         let mut meter = self.meter.lock().unwrap_or_else(|e| e.into_inner());
-        meter.cost_usd += usage.cost_usd;
-        meter.unread.add(usage);
-        *self.run.spent.lock().unwrap_or_else(|e| e.into_inner()) += usage.cost_usd;
+        let mut run = self.run.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let own = meter
+            .ledger
+            .verdict(self.budget.spent, self.budget.limit, worst);
+        let whole = run.verdict(0.0, self.run.limit, worst);
+        let limit = |limit: Option<f64>| limit.unwrap_or_default();
+        match (own, whole) {
+            (Verdict::Reached { spent }, _) => Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                &format!(
+                    "sandcastle stopped {}: it has cost ${spent:.2}, which reaches [budget] maxCostPerIssue (${:.2})",
+                    self.key,
+                    limit(self.budget.limit)
+                ),
+            )),
+            (_, Verdict::Reached { spent }) => Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                &format!(
+                    "sandcastle stopped {}: this run has spent ${spent:.2}, which reaches [budget] maxCostPerRun (${:.2})",
+                    self.key,
+                    limit(self.run.limit)
+                ),
+            )),
+            (Verdict::Held { left }, _) | (_, Verdict::Held { left }) => {
+                let mut refused = Refusal::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    &format!(
+                        "sandcastle's proxy: the requests {} has in flight hold what is left of its budget (${left:.2}); this one may cost ${worst:.2}: retry when one ends",
+                        self.key
+                    ),
+                );
+                refused.retry_after = Some(2);
+                Err(refused)
+            }
+            (Verdict::Go, Verdict::Go) => {
+                meter.ledger.reserve(worst);
+                run.reserve(worst);
+                Ok(Reservation::held(Arc::clone(self), worst))
+            }
+        }
     }
 
-    /// Why the next request may not go on: a spent budget, said as the driver says it.
-    fn spent_budget(&self) -> Option<String> {
-        let own = self.budget.spent
-            + self
-                .meter
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .cost_usd;
-        if let Some(limit) = self.budget.limit
-            && own >= limit
-        {
-            return Some(format!(
-                "sandcastle stopped {}: it has cost ${own:.2}, which reaches [budget] maxCostPerIssue (${limit:.2})",
-                self.key
-            ));
-        }
-        let run = *self.run.spent.lock().unwrap_or_else(|e| e.into_inner());
-        match self.run.limit {
-            Some(limit) if run >= limit => Some(format!(
-                "sandcastle stopped {}: this run has spent ${run:.2}, which reaches [budget] maxCostPerRun (${limit:.2})",
-                self.key
-            )),
-            _ => None,
-        }
+    /// A request reserved at `worst` ends, charged `usage`.
+    fn settle(&self, worst: f64, usage: &Usage) {
+        let mut meter = self.meter.lock().unwrap_or_else(|e| e.into_inner());
+        meter.ledger.settle(worst, usage.cost_usd);
+        meter.unread.add(usage);
+        let mut run = self.run.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        run.settle(worst, usage.cost_usd);
     }
 }
 
 async fn serve(listener: tokio::net::UnixListener, work: Arc<Work>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let Ok(permit) = Arc::clone(&work.connections).try_acquire_owned() else {
+            tokio::spawn(turn_away(stream));
             continue;
         };
         let work = Arc::clone(&work);
@@ -361,11 +438,29 @@ async fn serve(listener: tokio::net::UnixListener, work: Arc<Work>) {
             });
             // A client that hangs up mid-request is its own business.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(IDLE)
+                .max_buf_size(MAX_HEAD_BYTES)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .with_upgrades()
                 .await;
+            drop(permit);
         });
     }
+}
+
+/// A connection past [`MAX_CONNECTIONS`]: one 503 in the API's shape, which Claude Code retries,
+/// and closed unread.
+async fn turn_away(mut stream: tokio::net::UnixStream) {
+    let body = serde_json::json!({"type": "error", "error": {"type": "overloaded_error", "message": format!(
+        "sandcastle's proxy: this sandbox has {MAX_CONNECTIONS} connections open; retry when one closes"
+    )}})
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(IDLE, stream.write_all(answer.as_bytes())).await;
 }
 
 type Body = BoxBody<Bytes, std::io::Error>;
@@ -382,16 +477,129 @@ async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> 
             "sandcastle's proxy refused the request: it does not carry this sandbox's key",
         );
     }
-    if let Some(why) = work.spent_budget() {
-        return refusal(StatusCode::FORBIDDEN, "permission_error", &why);
-    }
-    match forward(work, request, Target::Model).await {
+    let Some(call) = Call::of(request.method(), request.uri()) else {
+        let upstream = (work.upstream.host.as_str(), work.upstream.port);
+        let (method, path) = (request.method().as_str(), request.uri().path());
+        work.blocked.add_call(&work.key, upstream, method, path);
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "sandcastle's proxy forwards only POST /v1/messages and POST /v1/messages/count_tokens",
+        );
+    };
+    let (parts, body) = request.into_parts();
+    let body = match read_body(&parts.headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return refused.response(),
+    };
+    let worst = match call {
+        Call::Messages => {
+            let betas = parts.headers.get("anthropic-beta");
+            let betas = betas.and_then(|v| v.to_str().ok()).unwrap_or("");
+            match budget::worst_case(&body, betas) {
+                Ok(worst) => worst,
+                Err(why) => {
+                    let why = format!("sandcastle's proxy: {why}");
+                    return refusal(StatusCode::BAD_REQUEST, "invalid_request_error", &why);
+                }
+            }
+        }
+        // Counting tokens is free.
+        Call::CountTokens => 0.0,
+    };
+    let reservation = match work.reserve(worst) {
+        Ok(reservation) => reservation,
+        Err(refused) => return refused.response(),
+    };
+    match forward(work, parts, body, Target::Model, Some(reservation)).await {
         Ok(response) => response,
         Err(error) => refusal(
             StatusCode::BAD_GATEWAY,
             "api_error",
             &format!("sandcastle's proxy could not reach the model API: {error:#}"),
         ),
+    }
+}
+
+/// The model API calls the proxy forwards: what Claude Code asks, and nothing else the
+/// operator's credential could do.
+#[derive(Clone, Copy)]
+enum Call {
+    /// `POST /v1/messages`, metered.
+    Messages,
+    /// `POST /v1/messages/count_tokens`, free.
+    CountTokens,
+}
+
+impl Call {
+    /// Any query (`?beta=true`) goes along.
+    fn of(method: &http::Method, uri: &http::Uri) -> Option<Call> {
+        if method != http::Method::POST {
+            return None;
+        }
+        match uri.path() {
+            "/v1/messages" => Some(Call::Messages),
+            "/v1/messages/count_tokens" => Some(Call::CountTokens),
+            _ => None,
+        }
+    }
+}
+
+/// A request's body within the proxy's bounds: [`MAX_REQUEST_BYTES`] (413 past it, before a byte
+/// is forwarded), and no pause longer than [`IDLE`] (408).
+async fn read_body(headers: &http::HeaderMap, mut body: Incoming) -> Result<Vec<u8>, Refusal> {
+    let too_large = || {
+        Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            &format!(
+                "sandcastle's proxy takes request bodies up to {} MiB",
+                MAX_REQUEST_BYTES >> 20
+            ),
+        )
+    };
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let declared = match declared {
+        Some(length) if length > MAX_REQUEST_BYTES as u64 => return Err(too_large()),
+        Some(length) => length as usize,
+        None => 0,
+    };
+    // Sized once: growing by doubling would leave the smaller copies resident. Only the pages
+    // written are resident, so a client that declares much and sends little holds little.
+    let mut bytes = Vec::with_capacity(declared);
+    loop {
+        let frame = match tokio::time::timeout(IDLE, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(None) => return Ok(bytes),
+            Ok(Some(Err(error))) => {
+                let why = format!("sandcastle's proxy cannot read the request: {error}");
+                return Err(Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &why,
+                ));
+            }
+            Err(_) => {
+                let why = format!(
+                    "sandcastle's proxy: the request sent nothing for {} s",
+                    IDLE.as_secs()
+                );
+                return Err(Refusal::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "timeout_error",
+                    &why,
+                ));
+            }
+        };
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > MAX_REQUEST_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
     }
 }
 
@@ -437,17 +645,15 @@ fn passes_on(name: &http::HeaderName, target: Target) -> bool {
     !(hop || own_key)
 }
 
+/// Sends a request on (its body read by [`read_body`]) and streams the answer back; a model
+/// request's `reservation` settles when the answer ends.
 async fn forward(
     work: &Arc<Work>,
-    request: Request<Incoming>,
+    parts: http::request::Parts,
+    body: Vec<u8>,
     target: Target,
+    reservation: Option<Reservation>,
 ) -> Result<Response<Body>> {
-    let (parts, body) = request.into_parts();
-    let body = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
-        .collect()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot read the request: {e}"))?
-        .to_bytes();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let uri = match target {
         Target::Model => format!("{}{path}", work.upstream.base),
@@ -456,7 +662,7 @@ async fn forward(
     let mut outgoing = http::Request::builder()
         .method(parts.method.clone())
         .uri(uri)
-        .body(body.to_vec())?;
+        .body(body)?;
     for (name, value) in parts.headers.iter().filter(|(n, _)| passes_on(n, target)) {
         outgoing.headers_mut().append(name, value.clone());
     }
@@ -472,6 +678,16 @@ async fn forward(
         let (head, body) = match work.upstream.agent.run(outgoing) {
             Ok(answer) => answer.into_parts(),
             Err(error) => {
+                // Only a request that never reached the API is surely not billed; dropped
+                // unsettled, the reservation is charged whole.
+                if let Some(reservation) = reservation
+                    && matches!(
+                        error,
+                        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound
+                    )
+                {
+                    reservation.settle(Charge::Nothing);
+                }
                 let _ = head_sender.send(Err(error));
                 return;
             }
@@ -483,8 +699,9 @@ async fn forward(
         });
         // A sandbox gone by now has still been billed: the meter reads on.
         let _ = head_sender.send(Ok(head));
-        if let Some(usage) = pump(body.into_reader(), &sender, scan) {
-            work.record(&usage);
+        let metered = pump(body.into_reader(), &sender, scan);
+        if let Some(reservation) = reservation {
+            reservation.settle(metered.map_or(Charge::Nothing, Charge::Read));
         }
     });
     let head = head_receiver.await?.map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -500,35 +717,41 @@ async fn forward(
 }
 
 /// Passes the upstream body on chunk by chunk as it arrives, until it ends or the sandbox hangs
-/// up; what it cost, when `scan` read it whole (a sandbox that hangs up early has still been
-/// billed for what was sent: the meter reads on to the end).
+/// up; what `scan` read of it (a sandbox that hangs up early has still been billed for what was
+/// sent: the meter reads on to the end).
 fn pump(
     mut reader: impl Read,
     sender: &mpsc::Sender<std::io::Result<Bytes>>,
     mut scan: Option<Scan>,
-) -> Option<Usage> {
+) -> Option<Metered> {
     let mut buffer = vec![0; CHUNK_BYTES];
     let mut listening = true;
     loop {
         let n = match reader.read(&mut buffer) {
-            Ok(0) => return scan.and_then(Scan::finish),
+            Ok(0) => return scan.map(Scan::finish),
             Ok(n) => n,
             Err(e) => {
-                let _ = sender.blocking_send(Err(e));
-                return scan.and_then(Scan::finish);
+                if listening {
+                    hand_on(sender, Err(e));
+                }
+                return scan.map(Scan::finish);
             }
         };
         if let Some(scan) = &mut scan {
             scan.feed(&buffer[..n]);
         }
-        listening = listening
-            && sender
-                .blocking_send(Ok(Bytes::copy_from_slice(&buffer[..n])))
-                .is_ok();
+        listening = listening && hand_on(sender, Ok(Bytes::copy_from_slice(&buffer[..n])));
         if !listening && scan.is_none() {
             return None;
         }
     }
+}
+
+/// Hands a chunk to the sandbox's side of the answer; false once it hung up, or took nothing for
+/// [`IDLE`] (then the meter reads on without it, and its connection is its own to close).
+fn hand_on(sender: &mpsc::Sender<std::io::Result<Bytes>>, chunk: std::io::Result<Bytes>) -> bool {
+    let send = tokio::time::timeout(IDLE, sender.send(chunk));
+    matches!(tokio::runtime::Handle::current().block_on(send), Ok(Ok(())))
 }
 
 /// A response body fed by [`pump`].
@@ -552,6 +775,36 @@ fn empty() -> Body {
     http_body_util::Empty::new()
         .map_err(|never| match never {})
         .boxed()
+}
+
+/// A request the proxy answers itself rather than forward: a [`refusal`] once answered.
+struct Refusal {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+    /// Seconds after which a retry may go on.
+    retry_after: Option<u16>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, kind: &'static str, message: &str) -> Refusal {
+        Refusal {
+            status,
+            kind,
+            message: message.to_string(),
+            retry_after: None,
+        }
+    }
+
+    fn response(self) -> Response<Body> {
+        let mut response = refusal(self.status, self.kind, &self.message);
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
+    }
 }
 
 /// An error in the Messages API's own shape, so Claude Code shows its message.

@@ -231,7 +231,8 @@ const MAX_BLOCKED_LISTED: usize = 30;
 /// "Blocked network requests": what the work's sandbox was refused through the proxy in this run,
 /// so the operator sees what `[sandbox] egress` could allow; nothing when nothing was refused.
 fn blocked_section(ctx: &Context, key: WorkKey) -> String {
-    let blocked = ctx.proxy.blocked(&key.to_string());
+    let refusals = ctx.proxy.blocked(&key.to_string());
+    let blocked = &refusals.listed;
     if blocked.is_empty() {
         return String::new();
     }
@@ -241,8 +242,13 @@ fn blocked_section(ctx: &Context, key: WorkKey) -> String {
     );
     for request in blocked.iter().take(MAX_BLOCKED_LISTED) {
         // The host is the agent's text: the proxy read it as a URI's host, so it has no spaces.
+        // A refused model API call is its method and a path of plain characters.
+        let call = request
+            .call
+            .as_ref()
+            .map_or(String::new(), |call| format!(" `{call}`"));
         section += &format!(
-            "- `{}:{}` ({} time{})\n",
+            "- `{}:{}`{call} ({} time{})\n",
             request.host,
             request.port,
             request.count,
@@ -253,6 +259,12 @@ fn blocked_section(ctx: &Context, key: WorkKey) -> String {
         section += &format!(
             "- and {} more (in the run report)\n",
             blocked.len() - MAX_BLOCKED_LISTED
+        );
+    }
+    if refusals.unlisted > 0 {
+        section += &format!(
+            "- and {} more refused requests to other hosts, not kept by name\n",
+            refusals.unlisted
         );
     }
     section

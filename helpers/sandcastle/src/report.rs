@@ -3,7 +3,7 @@
 //! `sandcastle report`.
 use crate::state::Outcome;
 use anyhow::{Context as _, Result};
-use sandcastle_core::proxy::BlockedRequest;
+use sandcastle_core::proxy::{BlockedRequest, Refusals};
 use sandcastle_core::role::Role;
 use sandcastle_core::secrets::Redactor;
 use sandcastle_core::stream::Usage;
@@ -66,6 +66,9 @@ pub struct WorkReport {
     /// What the sandbox was refused through the proxy: host, port, count.
     #[serde(default)]
     pub blocked_requests: Vec<BlockedRequest>,
+    /// Refusals past the names the proxy keeps (`Refusals::unlisted`): "and N more".
+    #[serde(default)]
+    pub blocked_unlisted: u64,
     #[serde(skip)]
     started: Option<Instant>,
     #[serde(default)]
@@ -144,6 +147,7 @@ impl Report {
             asks: Vec::new(),
             started_at: Some(jiff::Timestamp::now()),
             blocked_requests: Vec::new(),
+            blocked_unlisted: 0,
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -205,8 +209,11 @@ impl Report {
     }
 
     /// What `key`'s sandbox was refused through the proxy in this run.
-    pub fn set_blocked(&self, key: &str, blocked: Vec<BlockedRequest>) {
-        self.with_work(key, |work| work.blocked_requests = blocked);
+    pub fn set_blocked(&self, key: &str, blocked: Refusals) {
+        self.with_work(key, |work| {
+            work.blocked_requests = blocked.listed;
+            work.blocked_unlisted = blocked.unlisted;
+        });
     }
 
     /// What the whole run has cost so far.

@@ -1,7 +1,7 @@
 //! A sandbox's way out: `HTTPS_PROXY` (CONNECT, then bytes both ways) and `HTTP_PROXY`
 //! (absolute-form requests, forwarded) to exactly the hosts of `[sandbox] egress`. Everything else
 //! is refused, and counted per work, host and port for the pull request and the run report.
-use super::{Body, Target, Work, forward, refusal};
+use super::{Body, Target, Work, forward, read_body, refusal};
 use base64::Engine;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -11,46 +11,102 @@ use std::sync::{Arc, Mutex};
 /// The proxy user a sandbox's `HTTPS_PROXY` URL names; the password is the work's key.
 pub const PROXY_USER: &str = "sandcastle";
 
-/// One host and port a work was refused, and how often.
+/// The most refusals kept by name per work; those past them are only counted.
+const MAX_LISTED: usize = 100;
+/// The longest host kept, a DNS name's (a longer one is cut there).
+const MAX_HOST: usize = 253;
+/// The longest refused model API call kept (`GET /v1/files`), cut there.
+const MAX_CALL: usize = 100;
+
+/// One host and port a work was refused, or one model API call, and how often.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BlockedRequest {
     pub host: String,
     pub port: u16,
+    /// A call to the model API the proxy does not forward, method and path (`GET /v1/files`);
+    /// none for a host that is not in `[sandbox] egress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
     pub count: u32,
 }
 
-/// How often each host and port was refused.
-type Counts = BTreeMap<(String, u16), u32>;
+/// A work's refused requests: the first [`MAX_LISTED`] by name, and how many more there were.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Refusals {
+    pub listed: Vec<BlockedRequest>,
+    pub unlisted: u64,
+}
+
+/// How often each host and port (and call) was refused, and the refusals past the names kept.
+#[derive(Default)]
+struct Counts {
+    named: BTreeMap<(String, u16, Option<String>), u32>,
+    unlisted: u64,
+}
 
 /// The refused requests of every work of the run, by work key.
 #[derive(Default)]
 pub struct Blocked(Mutex<BTreeMap<String, Counts>>);
 
 impl Blocked {
+    /// A host `[sandbox] egress` does not allow.
     fn add(&self, key: &str, host: &str, port: u16) {
+        self.count(key, (cut(host, MAX_HOST), port, None));
+    }
+
+    /// A model API call the proxy does not forward, to `upstream`'s host and port.
+    pub(super) fn add_call(&self, key: &str, upstream: (&str, u16), method: &str, path: &str) {
+        // The path is the agent's text: only characters a plain path needs are kept.
+        let path: String = path
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "/._~%-".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let call = cut(&format!("{} {path}", cut(method, 16)), MAX_CALL);
+        self.count(key, (upstream.0.to_string(), upstream.1, Some(call)));
+    }
+
+    fn count(&self, key: &str, name: (String, u16, Option<String>)) {
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        *all.entry(key.to_string())
-            .or_default()
-            .entry((host.to_string(), port))
-            .or_default() += 1;
+        let counts = all.entry(key.to_string()).or_default();
+        let listed = counts.named.len();
+        match counts.named.get_mut(&name) {
+            Some(count) => *count = count.saturating_add(1),
+            None if listed < MAX_LISTED => {
+                counts.named.insert(name, 1);
+            }
+            None => counts.unlisted = counts.unlisted.saturating_add(1),
+        }
     }
 
     /// `key`'s refused requests, by host and port.
-    pub fn of(&self, key: &str) -> Vec<BlockedRequest> {
+    pub fn of(&self, key: &str) -> Refusals {
         let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        all.get(key)
-            .into_iter()
-            .flatten()
-            .map(|((host, port), count)| BlockedRequest {
-                host: host.clone(),
-                port: *port,
-                count: *count,
-            })
-            .collect()
+        let Some(counts) = all.get(key) else {
+            return Refusals::default();
+        };
+        Refusals {
+            listed: counts
+                .named
+                .iter()
+                .map(|((host, port, call), count)| BlockedRequest {
+                    host: host.clone(),
+                    port: *port,
+                    call: call.clone(),
+                    count: *count,
+                })
+                .collect(),
+            unlisted: counts.unlisted,
+        }
     }
 
     /// Every work's, by work key.
-    pub fn all(&self) -> Vec<(String, Vec<BlockedRequest>)> {
+    pub fn all(&self) -> Vec<(String, Refusals)> {
         let keys: Vec<String> = {
             let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
             all.keys().cloned().collect()
@@ -62,6 +118,15 @@ impl Blocked {
             })
             .collect()
     }
+}
+
+/// `text` up to `max` bytes, cut at a character's start.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Response<Body> {
@@ -104,7 +169,12 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
         );
     }
     if !connect {
-        return match forward(work, request, Target::Web).await {
+        let (parts, body) = request.into_parts();
+        let body = match read_body(&parts.headers, body).await {
+            Ok(body) => body,
+            Err(refused) => return refused.response(),
+        };
+        return match forward(work, parts, body, Target::Web, None).await {
             Ok(response) => response,
             Err(error) => refusal(
                 StatusCode::BAD_GATEWAY,
@@ -113,6 +183,17 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
             ),
         };
     }
+    // A tunnel outlives its connection's request: it holds a connection of the work's own.
+    let Ok(permit) = Arc::clone(&work.connections).try_acquire_owned() else {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded_error",
+            &format!(
+                "sandcastle's proxy: this sandbox has {} connections open; retry when one closes",
+                super::MAX_CONNECTIONS
+            ),
+        );
+    };
     let server = match tokio::net::TcpStream::connect((host.as_str(), port)).await {
         Ok(server) => server,
         Err(error) => {
@@ -129,6 +210,7 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
             let mut server = server;
             let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
         }
+        drop(permit);
     });
     Response::new(super::empty())
 }
@@ -147,4 +229,45 @@ fn authorized(headers: &http::HeaderMap, token: &str) -> bool {
         .decode(encoded.trim())
         .unwrap_or_default();
     decoded == format!("{PROXY_USER}:{token}").as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 20,000 distinct refused hosts of 1000 characters (80 MB of names before): the first
+    /// [`MAX_LISTED`] are kept by name, each cut to [`MAX_HOST`], the rest counted; a host
+    /// already listed still counts as itself.
+    #[test]
+    fn the_refused_hosts_kept_are_bounded_in_number_and_length() {
+        let blocked = Blocked::default();
+        for i in 0..20_000 {
+            let host = format!("{i:05}{}", "x".repeat(995));
+            blocked.add("issue #1", &host, 443);
+        }
+        let first = format!("00000{}", "x".repeat(995));
+        blocked.add("issue #1", &first, 443);
+        blocked.add_call("issue #1", ("api.example", 443), "GET", "/v1/files");
+
+        let refusals = blocked.of("issue #1");
+        assert_eq!(refusals.listed.len(), MAX_LISTED);
+        assert!(refusals.listed.iter().all(|b| b.host.len() <= MAX_HOST));
+        assert_eq!(refusals.listed[0].count, 2);
+        assert_eq!(refusals.unlisted, 20_000 - MAX_LISTED as u64 + 1);
+        let kept: usize = refusals.listed.iter().map(|b| b.host.len()).sum();
+        assert!(kept <= MAX_LISTED * MAX_HOST);
+        assert_eq!(blocked.of("issue #2"), Refusals::default());
+    }
+
+    #[test]
+    fn a_refused_calls_path_keeps_plain_characters_only() {
+        let blocked = Blocked::default();
+        let path = format!("/v1/files/`x` <b>{}", "y".repeat(500));
+        blocked.add_call("issue #1", ("api.example", 443), "GET", &path);
+        let call = blocked.of("issue #1").listed[0].call.clone().unwrap();
+        assert!(call.starts_with("GET /v1/files/_x__"), "{call}");
+        assert!(call.len() <= MAX_CALL);
+        let path = call.strip_prefix("GET ").unwrap();
+        assert!(!path.contains(['`', '<', '>', ' ']), "{call}");
+    }
 }

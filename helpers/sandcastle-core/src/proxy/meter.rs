@@ -7,7 +7,17 @@ use serde_json::Value;
 /// bytes are passed on, not kept.
 const MAX_LINE: usize = 1024 * 1024;
 /// The largest whole (non-streamed) answer the meter reads.
-const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// What the meter read of one answer.
+#[derive(Debug, PartialEq)]
+pub enum Metered {
+    /// Its final figures: the whole message's `usage`, or a stream's `message_delta`.
+    Final(Usage),
+    /// Less: a stream cut short or a line too long to read, an answer without `usage`; what was
+    /// read of it, if anything.
+    Partial(Option<Usage>),
+}
 
 /// Reads one answer as it passes, chunk by chunk.
 pub struct Scan {
@@ -18,6 +28,8 @@ pub struct Scan {
     overlong: bool,
     model: Option<String>,
     usage: Option<Value>,
+    /// A whole message's `usage` or a stream's `message_delta` was read.
+    final_usage: bool,
 }
 
 impl Scan {
@@ -29,6 +41,7 @@ impl Scan {
             overlong: false,
             model: None,
             usage: None,
+            final_usage: false,
         }
     }
 
@@ -69,7 +82,10 @@ impl Scan {
         };
         match event["type"].as_str() {
             Some("message_start") => self.message(&event["message"]),
-            Some("message_delta") => self.merge(&event["usage"]),
+            Some("message_delta") => {
+                self.merge(&event["usage"]);
+                self.final_usage = event["usage"].is_object();
+            }
             _ => {}
         }
     }
@@ -96,17 +112,20 @@ impl Scan {
         }
     }
 
-    /// What the answer cost, once it has passed whole; `None` when it carried no usage.
-    pub fn finish(mut self) -> Option<Usage> {
+    /// What the answer cost, once it has passed whole.
+    pub fn finish(mut self) -> Metered {
         if !self.streamed && !self.overlong {
             if let Ok(message) = serde_json::from_slice::<Value>(&self.pending) {
                 self.message(&message);
+                self.final_usage = message["usage"].is_object();
             }
         } else if self.streamed && !self.overlong && !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             self.event(&line);
         }
-        let usage = self.usage?;
+        let Some(usage) = self.usage else {
+            return Metered::Partial(None);
+        };
         let tokens = |name: &str| usage[name].as_u64().unwrap_or(0);
         let mut counted = Usage {
             input_tokens: tokens("input_tokens"),
@@ -116,7 +135,11 @@ impl Scan {
             cost_usd: 0.0,
         };
         counted.cost_usd = Price::of(self.model.as_deref().unwrap_or("")).cost(&counted);
-        Some(counted)
+        if self.final_usage {
+            Metered::Final(counted)
+        } else {
+            Metered::Partial(Some(counted))
+        }
     }
 }
 
@@ -168,7 +191,7 @@ impl Price {
 mod tests {
     use super::*;
 
-    fn scan(content_type: &str, chunks: &[&str]) -> Option<Usage> {
+    fn scan(content_type: &str, chunks: &[&str]) -> Metered {
         let mut scan = Scan::new(content_type);
         for chunk in chunks {
             scan.feed(chunk.as_bytes());
@@ -192,7 +215,9 @@ mod tests {
                 .chunks(cut)
                 .map(|c| std::str::from_utf8(c).unwrap())
                 .collect();
-            let usage = scan("text/event-stream; charset=utf-8", &chunks).unwrap();
+            let Metered::Final(usage) = scan("text/event-stream; charset=utf-8", &chunks) else {
+                panic!("the stream's final usage is read");
+            };
             assert_eq!(
                 (
                     usage.input_tokens,
@@ -209,21 +234,39 @@ mod tests {
 
     #[test]
     fn a_whole_message_counts_its_usage_and_an_error_counts_nothing() {
-        let usage = scan(
+        let Metered::Final(usage) = scan(
             "application/json",
             &[
                 r#"{"model":"claude-opus-4-8","usage":{"input_tokens":10,"#,
                 r#""output_tokens":20}}"#,
             ],
-        )
-        .unwrap();
+        ) else {
+            panic!("the message's usage is read");
+        };
         assert_eq!((usage.input_tokens, usage.output_tokens), (10, 20));
         assert!((usage.cost_usd - (10.0 * 5.0 + 20.0 * 25.0) / 1e6).abs() < 1e-12);
         assert_eq!(
             scan("application/json", &[r#"{"type":"error","error":{}}"#]),
-            None
+            Metered::Partial(None)
         );
-        assert_eq!(scan("text/event-stream", &["data: not json\n"]), None);
+        assert_eq!(
+            scan("text/event-stream", &["data: not json\n"]),
+            Metered::Partial(None)
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_message_delta_or_a_huge_message_is_partial() {
+        let start = "data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-6\",\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n";
+        let Metered::Partial(Some(usage)) = scan("text/event-stream", &[start]) else {
+            panic!("message_start alone is not the final usage");
+        };
+        assert_eq!(usage.input_tokens, 7);
+        let huge = format!(
+            r#"{{"model":"m","usage":{{"output_tokens":1}},"content":"{}"}}"#,
+            "x".repeat(MAX_MESSAGE)
+        );
+        assert_eq!(scan("application/json", &[&huge]), Metered::Partial(None));
     }
 
     #[test]

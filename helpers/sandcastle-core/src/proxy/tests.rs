@@ -290,12 +290,355 @@ fn connect_tunnels_to_an_allowed_host_only_and_counts_the_refusals() {
     let (head, _) = connect(&base, &format!("127.0.0.1:{echo_port}"), "wrong");
     assert!(head.starts_with("HTTP/1.1 407"), "{head}");
     assert_eq!(
-        proxy.blocked("issue #1"),
+        proxy.blocked("issue #1").listed,
         [BlockedRequest {
             host: "evil.example".into(),
             port: 443,
+            call: None,
             count: 2
         }]
     );
-    assert!(proxy.blocked("issue #2").is_empty());
+    assert_eq!(proxy.blocked("issue #2"), Refusals::default());
+}
+
+/// One request written by hand through the relay, `connection: close`; the status and the body.
+fn raw(base: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    // A refusal may close the connection before the body is all written: its answer is read.
+    let _ = write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: model\r\nx-api-key: {key}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// The operator's key could list and delete files, run batches (never metered) or anything else
+/// the API offers: only the two Messages calls Claude Code makes go on; every other call is a 403
+/// that the model never hears of, listed like a refused host.
+#[test]
+fn only_the_messages_api_is_forwarded_and_every_other_call_is_refused_and_listed() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let message = json!({"model": "claude-test", "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]})
+    .to_string();
+
+    let refused = [
+        ("GET", "/v1/files", ""),
+        ("DELETE", "/v1/files/file_123", ""),
+        ("POST", "/v1/messages/batches", message.as_str()),
+        ("TRACE", "/", ""),
+        ("GET", "/v1/messages?beta=true", ""),
+        ("POST", "/v1/messages/extra", message.as_str()),
+    ];
+    for (method, path, body) in refused {
+        let (status, answer) = raw(&base, method, path, &key, body);
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        assert!(
+            answer.contains("forwards only POST /v1/messages"),
+            "{answer}"
+        );
+    }
+    assert!(model.routes().is_empty(), "{:?}", model.routes());
+
+    let (status, answer) = raw(&base, "POST", "/v1/messages?beta=true", &key, &message);
+    assert_eq!(status, 200, "{answer}");
+    let count = json!({"model": "claude-test", "messages": []}).to_string();
+    let (status, answer) = raw(
+        &base,
+        "POST",
+        "/v1/messages/count_tokens?beta=true",
+        &key,
+        &count,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        model.routes(),
+        [
+            "POST /v1/messages?beta=true",
+            "POST /v1/messages/count_tokens?beta=true"
+        ]
+    );
+
+    let port = model.port();
+    let listed: Vec<(String, u16, Option<String>, u32)> = proxy
+        .blocked("issue #1")
+        .listed
+        .into_iter()
+        .map(|b| (b.host, b.port, b.call, b.count))
+        .collect();
+    let call = |c: &str| ("127.0.0.1".to_string(), port, Some(c.to_string()), 1);
+    assert_eq!(
+        listed,
+        [
+            call("DELETE /v1/files/file_123"),
+            call("GET /v1/files"),
+            call("GET /v1/messages"),
+            call("POST /v1/messages/batches"),
+            call("POST /v1/messages/extra"),
+            call("TRACE /"),
+        ]
+    );
+}
+
+/// Twenty requests at once against a $1 budget, each of which the model bills $0.315 and may cost
+/// $0.765 (sonnet, 1000 tokens out, a full context in): before, each saw nothing spent yet and all
+/// twenty went on ($6.30). Now each reserves its worst case first: what goes on alongside others
+/// fits in what is left, and only a request alone may pass the limit, by at most itself.
+#[test]
+fn parallel_requests_cannot_pass_the_budget_together() {
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "costly", "delay_seconds": 1, "usage": {"input_tokens": 100000, "output_tokens": 1000}}
+    ], "repeat_last": true}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let limit = 1.0;
+    let budget = Budget {
+        spent: 0.0,
+        limit: Some(limit),
+    };
+    let work = proxy.open("issue #1", budget).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let message = json!({"model": "claude-sonnet-4-6", "max_tokens": 1000,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]})
+    .to_string();
+    let worst = (200_000.0 * 3.0 * 1.25 + 1000.0 * 15.0) / 1e6;
+    let billed = (100_000.0 * 3.0 + 1000.0 * 15.0) / 1e6;
+
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let asks: Vec<_> = (0..20)
+            .map(|_| scope.spawn(|| raw(&base, "POST", "/v1/messages", &key, &message).0))
+            .collect();
+        asks.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+
+    let answered = statuses.iter().filter(|&&s| s == 200).count();
+    // 429: held by the requests in flight; 503: past the connections a work is served at once.
+    assert!(
+        statuses.iter().all(|s| [200, 403, 429, 503].contains(s)),
+        "{statuses:?}"
+    );
+    assert!(answered >= 1, "{statuses:?}");
+    assert_eq!(
+        model.requests().len(),
+        answered,
+        "a refused request never left"
+    );
+    let spent = work.take_usage().cost_usd;
+    assert!((spent - answered as f64 * billed).abs() < 1e-9, "{spent}");
+    assert!(
+        spent <= limit + worst,
+        "{answered} requests went on, ${spent:.2} against ${limit:.2}: {statuses:?}"
+    );
+}
+
+/// This process's resident memory in KiB.
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Forty uploads on one work's socket, each declaring the largest body the proxy takes, sending
+/// all of it but the last byte, and stalling. Before, the proxy held every one of them (and a
+/// body of up to 64 MiB each) for ever. Now it serves [`MAX_CONNECTIONS`] and answers the rest 503
+/// at once, so what it holds is at most that many bodies; each stalled one is answered 408 and
+/// dropped after [`IDLE`] without a byte, and the model never hears of any.
+#[test]
+fn stalled_uploads_hold_bounded_memory_and_are_dropped() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    const UPLOADS: usize = 40;
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let key = placeholder(&work);
+    let body = vec![b' '; MAX_REQUEST_BYTES - 1];
+    let before = resident_kib();
+
+    let mut streams: Vec<UnixStream> = (0..UPLOADS)
+        .map(|_| UnixStream::connect(work.socket()).unwrap())
+        .collect();
+    std::thread::scope(|scope| {
+        for stream in &mut streams {
+            let (key, body) = (&key, &body);
+            scope.spawn(move || {
+                let head = format!(
+                    "POST /v1/messages HTTP/1.1\r\nhost: model\r\nx-api-key: {key}\r\ncontent-length: {MAX_REQUEST_BYTES}\r\n\r\n"
+                );
+                // One turned away is closed under the writer: its answer is read below.
+                let _ = stream
+                    .write_all(head.as_bytes())
+                    .and_then(|()| stream.write_all(body));
+            });
+        }
+    });
+    let held_kib = resident_kib().saturating_sub(before);
+    // The bodies the proxy may hold, and room for the other tests of this process.
+    let bound_kib = (MAX_CONNECTIONS * MAX_REQUEST_BYTES / 1024 * 5 / 4 + 32 * 1024) as u64;
+    assert!(
+        held_kib <= bound_kib,
+        "{UPLOADS} stalled uploads of {} MiB grew the proxy by {held_kib} KiB, over {bound_kib} KiB",
+        MAX_REQUEST_BYTES >> 20
+    );
+
+    let statuses: Vec<String> = streams
+        .iter_mut()
+        .map(|stream| {
+            let mut answer = String::new();
+            let _ = stream.read_to_string(&mut answer);
+            answer.split(' ').nth(1).unwrap_or("closed").to_string()
+        })
+        .collect();
+    let count = |status: &str| statuses.iter().filter(|s| *s == status).count();
+    assert_eq!(count("408"), MAX_CONNECTIONS, "{statuses:?}");
+    assert_eq!(count("503"), UPLOADS - MAX_CONNECTIONS, "{statuses:?}");
+    assert!(model.routes().is_empty(), "{:?}", model.routes());
+
+    // The dropped connections freed their places.
+    let base = relay_to(&work);
+    assert_eq!(ask(&base, Some(&key), false).0, 200);
+}
+
+/// A body declared larger than the proxy takes is refused before it is read or forwarded.
+#[test]
+fn an_oversized_body_is_refused_before_anything_is_forwarded() {
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let huge = format!(
+        r#"{{"model":"claude-test","max_tokens":1,"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(MAX_REQUEST_BYTES)
+    );
+    let (status, answer) = raw(&base, "POST", "/v1/messages", &key, &huge);
+    assert_eq!(status, 413, "{answer}");
+    assert!(answer.contains("request_too_large"), "{answer}");
+    assert!(model.routes().is_empty());
+}
+
+/// On the host only this process's user reaches a work's socket: its directory is mode 0700,
+/// and another user's `curl` cannot connect, while the relay (here the same user) does.
+#[test]
+fn only_the_proxys_own_user_reaches_the_socket_on_the_host() {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::CommandExt;
+    let model = model();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let private = work.dir().parent().unwrap().metadata().unwrap();
+    assert_eq!(private.mode() & 0o777, 0o700);
+    assert_eq!(private.uid(), rustix::process::geteuid().as_raw());
+
+    let other = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--unix-socket",
+        ])
+        .arg(work.socket())
+        .args(["-X", "POST", "http://model/v1/messages"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&other.stdout),
+        "000",
+        "another user reached the socket"
+    );
+    assert!(!other.status.success());
+    assert_eq!(
+        ask(&relay_to(&work), Some(&placeholder(&work)), false).0,
+        200
+    );
+}
+
+/// A CONNECT to a host of 30 KiB is refused and kept cut to a DNS name's length; a head larger than
+/// the proxy reads (a host of 64 KiB) is refused whole.
+#[test]
+fn a_huge_host_is_kept_cut_and_a_huge_head_is_refused() {
+    use std::io::{Read, Write};
+    let model = model();
+    let proxy = proxy_with_egress(&model, &[]);
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let token = placeholder(&work);
+
+    let host = format!("{}.example", "a".repeat(30 * 1024));
+    let (head, _) = connect(&base, &format!("{host}:443"), &token);
+    assert!(head.starts_with("HTTP/1.1 403"), "{}", &head[..80]);
+    let listed = proxy.blocked("issue #1").listed;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].host.len(), 253);
+
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let padding = "x".repeat(2 * MAX_HEAD_BYTES);
+    let _ = write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nx-api-key: {token}\r\nx-padding: {padding}\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    assert!(model.routes().is_empty());
+}
+
+/// A sandbox that asks for a long streamed answer and never reads it: before, the proxy's pump
+/// waited on it for ever, holding a thread, and the answer was never metered. Now the sandbox is
+/// hung up on after [`IDLE`], and the meter reads the answer to its end.
+#[test]
+fn an_answer_the_sandbox_never_reads_is_still_metered() {
+    use std::io::Write;
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "x".repeat(4 * 1024 * 1024), "usage": {"input_tokens": 100, "output_tokens": 1_000_000}}
+    ]}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let key = placeholder(&work);
+    let body = json!({"model": "claude-test", "max_tokens": 10, "stream": true,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]})
+    .to_string();
+    let mut stream = std::os::unix::net::UnixStream::connect(work.socket()).unwrap();
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nhost: model\r\nx-api-key: {key}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+
+    // Waits for the meter (IDLE and the rest of the answer), never asserting on time.
+    let mut usage = work.take_usage();
+    for _ in 0..600 {
+        if usage.output_tokens > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        usage = work.take_usage();
+    }
+    assert_eq!(usage.output_tokens, 1_000_000, "{usage:?}");
+    drop(stream);
 }

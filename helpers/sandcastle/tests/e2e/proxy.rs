@@ -301,6 +301,73 @@ fn the_budget_is_the_proxys_meter_not_the_agents_word() {
     assert!(h.pulls().is_empty());
 }
 
+/// The operator's key could list files or run unmetered batches: from the agent's own Bash tool,
+/// through its relay with the work's placeholder key, `GET /v1/files` and
+/// `POST /v1/messages/batches` are refused 403, the model server never hears of them, and the pull
+/// request and the run report list them; the agent's own Messages calls go on.
+#[test]
+fn only_the_messages_api_leaves_a_sandbox() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let call = |method: &str, path: &str| {
+        format!(
+            "body='{{\"model\":\"x\",\"max_tokens\":1,\"requests\":[]}}'; exec 3<>/dev/tcp/127.0.0.1/${{ANTHROPIC_BASE_URL##*:}}; \
+             printf '{method} {path} HTTP/1.1\\r\\nHost: model\\r\\nx-api-key: %s\\r\\ncontent-type: application/json\\r\\nanthropic-version: 2023-06-01\\r\\ncontent-length: %s\\r\\nconnection: close\\r\\n\\r\\n%s' \"$ANTHROPIC_API_KEY\" \"${{#body}}\" \"$body\" >&3; \
+             head -c 400 <&3; echo; exec 3<&-"
+        )
+    };
+    let probe = format!(
+        "{{ {}; {}; }} > answers.txt 2>&1; git add answers.txt && git commit -qm 'What the API answered'",
+        call("GET", "/v1/files"),
+        call("POST", "/v1/messages/batches")
+    );
+    let h = one_issue(
+        json!([{"bash": probe, "description": "call"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    let output = h.sandcastle(&["run", "--issue", "1"]);
+    assert!(output.status.success());
+
+    let answers = h.remote_file("sandcastle/issue-1", "answers.txt");
+    assert_eq!(answers.matches("HTTP/1.1 403").count(), 2, "{answers}");
+    assert!(
+        answers.contains("forwards only POST /v1/messages"),
+        "{answers}"
+    );
+    let routes = h.anthropic.routes();
+    assert!(
+        routes
+            .iter()
+            .all(|r| !r.contains("/v1/files") && !r.contains("batches")),
+        "{routes:?}"
+    );
+    assert!(
+        routes.iter().any(|r| r.starts_with("POST /v1/messages")),
+        "the agent's own calls went on: {routes:?}"
+    );
+    let body = h.only_pull_body();
+    let upstream = format!("127.0.0.1:{}", h.anthropic.port());
+    for call in ["GET /v1/files", "POST /v1/messages/batches"] {
+        assert!(
+            body.contains(&format!("- `{upstream}` `{call}` (1 time)")),
+            "{body}"
+        );
+    }
+    let report = h.last_report();
+    let listed: Vec<&str> = report["work"][0]["blockedRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["call"].as_str())
+        .collect();
+    assert_eq!(
+        listed,
+        ["GET /v1/files", "POST /v1/messages/batches"],
+        "{report}"
+    );
+}
+
 /// Through `HTTP_PROXY`/`HTTPS_PROXY` (git's own libcurl, a real client): the forge allowed in
 /// `[sandbox] egress` answers; a host not in it is refused, over CONNECT and absolute-form, and
 /// the pull request and the run report list what was refused.

@@ -135,3 +135,59 @@ fn a_spent_run_budget_stops_the_run_and_a_later_run_goes_on() {
     assert_eq!(h.pulls().len(), 1);
     assert_eq!(h.comments_of(issue).len(), 1, "no second comment");
 }
+
+/// Twenty model requests at once from the agent's Bash tool, through its relay, against
+/// `maxCostPerIssue = 2`: each is billed $0.315 and may cost $0.765 (sonnet, 1000 tokens out, a
+/// full context in). Before, each saw nothing spent yet and all twenty reached the model ($6.30);
+/// now each reserves its worst case before it goes on, and what the model was asked stays within
+/// the budget and one lone request past it.
+#[test]
+fn parallel_requests_from_a_sandbox_stay_within_the_budget() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let one = r#"body='{"model":"claude-sonnet-4-6","max_tokens":1000,"messages":[{"role":"user","content":"PARALLEL-SPEND"}]}'; exec 3<>/dev/tcp/127.0.0.1/${ANTHROPIC_BASE_URL##*:}; printf 'POST /v1/messages HTTP/1.1\r\nHost: model\r\nx-api-key: %s\r\ncontent-type: application/json\r\nanthropic-version: 2023-06-01\r\ncontent-length: %s\r\nconnection: close\r\n\r\n%s' "$ANTHROPIC_API_KEY" "${#body}" "$body" >&3; head -c 12 <&3"#;
+    let spend = format!(
+        "for i in $(seq 20); do ( {one} ) > /tmp/answer-$i 2>&1 & done; wait; cat /tmp/answer-*"
+    );
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [{"text": "Fine. <promise>COMPLETE</promise>"}]},
+            {"match": "PARALLEL-SPEND", "without_tools": true, "turns": [
+                {"text": "spent", "delay_seconds": 2, "usage": {"input_tokens": 100_000, "output_tokens": 1000}}],
+                "repeat_last": true},
+            {"match": "The issue: #1\n", "turns": [
+                {"bash": spend, "description": "spend"},
+                {"text": "Done. <promise>COMPLETE</promise>"}]},
+        ]),
+        "[budget]\nmaxCostPerIssue = 2",
+    );
+    let issue = h.create_issue("Costly", "Spend.", &["ready-for-agent"]);
+    assert!(
+        h.sandcastle(&["run", "--issue", &issue.to_string()])
+            .status
+            .success()
+    );
+
+    let reached = h
+        .anthropic
+        .requests()
+        .iter()
+        .filter(|r| r.prompt.contains("PARALLEL-SPEND"))
+        .count();
+    let (billed, worst) = (0.315, 0.765);
+    assert!(reached >= 1, "the first request went on");
+    assert!(
+        reached as f64 * billed <= 2.0 + worst,
+        "{reached} of 20 parallel requests reached the model: ${:.2} against $2",
+        reached as f64 * billed
+    );
+    let report = h.last_report();
+    let cost = report["work"][0]["total"]["usage"]["cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        cost >= reached as f64 * billed,
+        "the meter charged what reached the model: {report}"
+    );
+}
