@@ -328,7 +328,8 @@ fn with_nobody_to_ask_the_run_stops_with_exit_3_and_guidance() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     for expected in [
         "issue #1 \"Server\" is not clear enough to start work",
-        "What is missing:\n  - the port",
+        "What is missing:",
+        "Z   - the port",
         "The question to answer: Which port should it listen on?",
         "An example of a complete statement: The server listens on port 8080",
         "sandcastle run --yes",
