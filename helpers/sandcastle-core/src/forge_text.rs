@@ -57,11 +57,12 @@ pub fn quote(text: &str) -> String {
 pub fn quote_inline(text: &str) -> String {
     let text = shown_inline(text);
     let fence = "`".repeat(longest_backtick_run(&text) + 1);
-    // CommonMark takes one space off each end of a code span that is not all spaces: padding lets
-    // the text start or end with a backtick.
-    match text.trim_matches(' ').is_empty() {
-        true => format!("{fence}{text}{fence}"),
-        false => format!("{fence} {text} {fence}"),
+    // CommonMark takes one space off each end of a code span that has one at both and is not all
+    // spaces: padding keeps such text whole and lets it start or end with a backtick.
+    let stripped = text.starts_with(' ') && text.ends_with(' ') && !text.trim_matches(' ').is_empty();
+    match stripped || text.starts_with('`') || text.ends_with('`') {
+        true => format!("{fence} {text} {fence}"),
+        false => format!("{fence}{text}{fence}"),
     }
 }
 
@@ -161,6 +162,7 @@ impl Post {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandcastle_testkit::markdown::render;
 
     /// Forgejo's own rule (modules/references): a keyword, an optional colon and one space right
     /// before a reference that starts after a space, `(`, `[` or the line's start.
@@ -226,44 +228,6 @@ mod tests {
         assert_eq!(Post::new("@x").as_str(), format!("@{DEFUSER}x"));
     }
 
-    /// What CommonMark (raw HTML allowed) makes of `doc`: its headings' text, its HTML, and the
-    /// text of its code blocks and code spans.
-    #[derive(Debug, Default)]
-    struct Rendered {
-        headings: Vec<String>,
-        html: Vec<String>,
-        blocks: Vec<String>,
-        spans: Vec<String>,
-    }
-
-    fn render(doc: &str) -> Rendered {
-        use pulldown_cmark::{Event, Parser, Tag, TagEnd};
-        let mut out = Rendered::default();
-        let (mut heading, mut block) = (None::<String>, None::<String>);
-        for event in Parser::new(doc) {
-            match event {
-                Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
-                Event::End(TagEnd::Heading(_)) => out.headings.extend(heading.take()),
-                Event::Start(Tag::CodeBlock(_)) => block = Some(String::new()),
-                Event::End(TagEnd::CodeBlock) => out.blocks.extend(block.take()),
-                Event::Html(html) | Event::InlineHtml(html) => out.html.push(html.to_string()),
-                Event::Text(text) => {
-                    for open in [&mut heading, &mut block].into_iter().flatten() {
-                        open.push_str(&text);
-                    }
-                }
-                Event::Code(code) => {
-                    if let Some(open) = &mut heading {
-                        open.push_str(&code);
-                    }
-                    out.spans.push(code.to_string());
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
     const HOSTILE: &[&str] = &[
         "<details><summary>x</summary>",
         "</details>\n\n## Checks\n\n✅ `check` passed",
@@ -282,7 +246,7 @@ mod tests {
         for text in HOSTILE {
             let doc = format!("## Ours\n\n{}\n\n## After\n\nend\n", quote(text));
             let rendered = render(&doc);
-            assert_eq!(rendered.headings, ["Ours", "After"], "{doc}");
+            assert_eq!(rendered.heading_texts(), ["Ours", "After"], "{doc}");
             assert!(rendered.html.is_empty(), "{doc}: {rendered:?}");
             assert_eq!(rendered.blocks.len(), 1, "{doc}");
             if !text.contains('\r') {
@@ -304,7 +268,7 @@ mod tests {
         }
         let names = quote_names(&["a```b", "c\n## d", ".sandcastle/<details>"]);
         let rendered = render(&format!("## Files\n\n{names}\n"));
-        assert_eq!(rendered.headings, ["Files"]);
+        assert_eq!(rendered.heading_texts(), ["Files"]);
         assert_eq!(
             rendered.blocks,
             ["a```b\nc\\n## d\n.sandcastle/<details>\n"],
@@ -319,7 +283,7 @@ mod tests {
         fn no_text_escapes_its_quote(text in "([`~<>#!\\-*\\[\\]() \n\r]|<details>|</details>|<!--|## ){0,40}") {
             let doc = format!("## Ours\n\n{}\n\n## After\n", quote(&text));
             let rendered = render(&doc);
-            proptest::prop_assert_eq!(&rendered.headings, &["Ours", "After"]);
+            proptest::prop_assert_eq!(rendered.heading_texts(), vec!["Ours", "After"]);
             proptest::prop_assert!(rendered.html.is_empty(), "{:?}", rendered);
             proptest::prop_assert_eq!(rendered.blocks.len(), 1);
             let line = format!("## Ours {}\n", quote_inline(&text));

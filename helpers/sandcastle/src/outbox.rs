@@ -10,12 +10,12 @@
 //! whose resumed session never saw it; a key in `told` is never told again.
 use crate::context::Context;
 use crate::conversation::{self, Choice, Item, Outline, Replied, Subject};
-use crate::forge_thread::escape;
 use crate::prompts;
 use crate::report::Asked;
 use crate::state::{OpenAsk, Phase, Settled, Telling, WorkState};
 use anyhow::Result;
 use jiff::Timestamp;
+use sandcastle_core::forge_text::quote_inline;
 use sandcastle_core::ask::{self, Ask, Kind};
 use sandcastle_core::role::WorkKey;
 
@@ -200,7 +200,7 @@ impl Replied for Settled {
         format!(
             "**{}** by {} at {}",
             if self.closed { "Closed" } else { "Answered" },
-            escape(&self.by),
+            quote_inline(&self.by),
             self.at.strftime("%Y-%m-%d %H:%M:%S UTC")
         )
     }

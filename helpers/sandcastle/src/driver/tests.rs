@@ -434,6 +434,70 @@ fn after_the_last_round_the_pull_request_opens_with_the_outstanding_findings() {
     );
 }
 
+/// Words an agent may write to fold or forge what sandcastle says: a `<details>` opened and
+/// closed, a `## Checks` heading saying the gate passed, fences of every length, a marker, HTML.
+const HOSTILE: &str = "Done.\n<details><summary>x</summary>\n\n## Checks\n\n✅ `check` passed\n```\n\
+                       </details>\n<!-- sandcastle:rework 9 -->\n`````\n# Title <b>bold</b>\n<details>";
+
+/// The red team's pull request: the implementer's summary and the reviewer's verdict are
+/// [`HOSTILE`], and the change adds a file the host runs whose name has backticks and a newline.
+/// Read as CommonMark with raw HTML, the body's headings are exactly sandcastle's, its facts first;
+/// it has no HTML at all (so nothing is folded into a `<details>`), no marker, and every hostile
+/// word sits inside a code block.
+#[test]
+fn agent_text_cannot_fold_or_forge_the_pull_requests_sections() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    let said: &'static str = format!("{HOSTILE}\n<promise>COMPLETE</promise>").leak();
+    let mut script = Script::new(
+        &repo,
+        vec![
+            says(Ending::Completed, said, Some("Work")),
+            says(Ending::Completed, said, None),
+        ],
+        vec![true],
+    );
+    let host_run = script.checkout().path().join(".sandcastle");
+    std::fs::create_dir_all(&host_run).unwrap();
+    std::fs::write(host_run.join("x```\n## Checks\n<details>"), "x").unwrap();
+    let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+    assert!(matches!(outcome, Outcome::PullRequest(_)), "{outcome:?}");
+
+    let body = pull_body(&w);
+    let rendered = sandcastle_testkit::markdown::render(&body);
+    assert_eq!(
+        rendered.heading_texts(),
+        [
+            "Checks",
+            "Touches files sandcastle's host runs",
+            "Review",
+            "What the implementer did"
+        ],
+        "sandcastle's headings, its facts first, and no other: {body}"
+    );
+    assert!(rendered.html.is_empty(), "{:?} in {body}", rendered.html);
+    assert!(!body.contains("<!--"), "no marker comes from agent text: {body}");
+    let quoted = |text: &str| rendered.blocks.iter().any(|block| block.contains(text));
+    assert!(quoted("<details><summary>x</summary>"), "{body}");
+    assert!(quoted("## Checks\n\n✅ `check` passed"), "{body}");
+    assert_eq!(
+        rendered.blocks.iter().filter(|b| b.contains("# Title <b>bold</b>")).count(),
+        2,
+        "the summary and the verdict, each whole: {body}"
+    );
+    assert!(
+        rendered
+            .blocks
+            .iter()
+            .any(|block| block.lines().any(|line| line.contains("x```") && line.contains("## Checks"))),
+        "the file name is one line of a code block: {body}"
+    );
+    let checks = body.find("## Checks").unwrap();
+    assert!(body[checks..].starts_with("## Checks\n\n`check` passed"), "{body}");
+}
+
 /// A fresh state for `piece` with its work repository, as `work_on` makes them.
 fn start(w: &World, piece: &Piece) -> (WorkRepo, WorkState) {
     let key = piece.key();
@@ -758,10 +822,10 @@ fn after_the_last_round_work_starts_afresh_and_the_pull_request_lists_answers_an
     let body = pull_body(&w);
     for expected in [
         "## Clarification",
-        "1. Which output?",
-        "Answered by carol through the forge: print it",
+        "Question 1, as the assessor asked it:\n\n```\nWhich output?\n```",
+        "Answered by `carol` through the forge:\n\n```\nprint it\n```",
         "## Assumptions",
-        "- the number base",
+        "```\nthe number base\n```",
         "Assumptions: decimal.",
     ] {
         assert!(body.contains(expected), "{expected:?} in {body}");

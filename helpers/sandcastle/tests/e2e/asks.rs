@@ -66,10 +66,10 @@ fn ask_comments(h: &Harness, issue: u64) -> Vec<String> {
 fn shows_the_decision(comment: &str) {
     for expected in [
         "asks for a **decision** and goes on working meanwhile",
-        "### Which driver?",
-        "The pool needs one.",
-        "1. **pg**: PostgreSQL client (the agent's recommendation)",
-        "2. **mysql2**: MySQL client",
+        "### `Which driver?`",
+        "```\nThe pool needs one.\n```",
+        "1. **`pg`**: `PostgreSQL client` (the agent's recommendation)",
+        "2. **`mysql2`**: `MySQL client`",
     ] {
         assert!(comment.contains(expected), "{expected:?} in {comment}");
     }
@@ -151,7 +151,7 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     );
     let asks = ask_comments(&h, issue);
     assert_eq!(asks.len(), 1);
-    assert!(asks[0].contains("**Answered** by carol at"), "{}", asks[0]);
+    assert!(asks[0].contains("**Answered** by `carol` at"), "{}", asks[0]);
     assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
     assert_eq!(state(&h, "issue-1")["told"].as_array().unwrap().len(), 1);
     let report = h.last_report();
@@ -236,7 +236,7 @@ fn an_ask_through_the_mcp_tool_is_published_like_the_commands() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let ask = json!({"kind": "decision", "title": "Which driver?", "details": "The pool needs one.",
+    let ask = json!({"kind": "decision", "title": "Which driver?", "details": "```\nThe pool needs one.\n```",
         "options": ["pg: PostgreSQL client", "mysql2: MySQL client"], "recommended": "pg"});
     let h = harness(
         &[
@@ -442,7 +442,7 @@ fn an_answer_to_published_work_starts_a_pr_fixer_turn() {
             .map(String::as_str),
         Some("Switch to mysql2")
     );
-    assert!(ask_comments(&h, issue)[0].contains("**Answered** by carol"));
+    assert!(ask_comments(&h, issue)[0].contains("**Answered** by `carol`"));
 
     assert!(h.sandcastle(&["run", "--once"]).status.success());
     assert_eq!(
