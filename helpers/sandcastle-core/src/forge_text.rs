@@ -59,7 +59,8 @@ pub fn quote_inline(text: &str) -> String {
     let fence = "`".repeat(longest_backtick_run(&text) + 1);
     // CommonMark takes one space off each end of a code span that has one at both and is not all
     // spaces: padding keeps such text whole and lets it start or end with a backtick.
-    let stripped = text.starts_with(' ') && text.ends_with(' ') && !text.trim_matches(' ').is_empty();
+    let stripped =
+        text.starts_with(' ') && text.ends_with(' ') && !text.trim_matches(' ').is_empty();
     match stripped || text.starts_with('`') || text.ends_with('`') {
         true => format!("{fence} {text} {fence}"),
         false => format!("{fence}{text}{fence}"),

@@ -450,7 +450,10 @@ mod tests {
         ] {
             let escaped = escape_controls(&format!("a{c}b"));
             assert_eq!(escaped, format!("a{}b", c.escape_default()), "{c:?}");
-            assert!(escaped.is_ascii(), "{c:?} leaves no such character: {escaped}");
+            assert!(
+                escaped.is_ascii(),
+                "{c:?} leaves no such character: {escaped}"
+            );
         }
         let plain = "a\\n \u{200b} é ✅ <b>";
         assert_eq!(escape_controls(plain), plain);

@@ -18,7 +18,10 @@ pub struct Rendered {
 impl Rendered {
     /// The headings' text alone.
     pub fn heading_texts(&self) -> Vec<&str> {
-        self.headings.iter().map(|(_, text)| text.as_str()).collect()
+        self.headings
+            .iter()
+            .map(|(_, text)| text.as_str())
+            .collect()
     }
 }
 
@@ -27,7 +30,9 @@ pub fn render(doc: &str) -> Rendered {
     let (mut heading, mut block) = (None::<(u8, String)>, None::<String>);
     for event in Parser::new(doc) {
         match event {
-            Event::Start(Tag::Heading { level, .. }) => heading = Some((level as u8, String::new())),
+            Event::Start(Tag::Heading { level, .. }) => {
+                heading = Some((level as u8, String::new()))
+            }
             Event::End(TagEnd::Heading(_)) => out.headings.extend(heading.take()),
             Event::Start(Tag::CodeBlock(_)) => block = Some(String::new()),
             Event::End(TagEnd::CodeBlock) => out.blocks.extend(block.take()),

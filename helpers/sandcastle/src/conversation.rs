@@ -84,6 +84,7 @@ pub fn start<S: Subject>(subject: S, backoff: &[Duration]) -> Conversation<S, S:
         ignored: Vec::new(),
         reply: None,
         marked: false,
+        posted_at: None,
     }
 }
 
@@ -132,6 +133,7 @@ pub fn publish<S: Subject>(
             newest.unwrap_or(id)
         }
     };
+    talk.posted_at = Some(Timestamp::now());
     Ok(())
 }
 
@@ -210,7 +212,11 @@ pub fn settle<S: Subject>(
 /// The one renderer of a conversation's comment: the agent's words quoted, a title or an option
 /// on its line, prose as a block, so none of its markdown or HTML reaches the comment's own.
 fn render(outline: &Outline) -> String {
-    let mut body = format!("{}\n\n### {}\n", outline.intro, quote_inline(&outline.title));
+    let mut body = format!(
+        "{}\n\n### {}\n",
+        outline.intro,
+        quote_inline(&outline.title)
+    );
     if !outline.prose.is_empty() {
         body += &format!("\n{}\n", quote(&outline.prose));
     }
@@ -267,10 +273,18 @@ mod tests {
         let rendered = sandcastle_testkit::markdown::render(&body);
         assert_eq!(rendered.headings.len(), 1, "{body}");
         assert_eq!(rendered.headings[0].0, 3, "{body}");
-        assert!(rendered.headings[0].1.contains("## Checks"), "quoted whole: {body}");
+        assert!(
+            rendered.headings[0].1.contains("## Checks"),
+            "quoted whole: {body}"
+        );
         assert!(rendered.html.is_empty(), "{:?} in {body}", rendered.html);
         assert_eq!(rendered.blocks.len(), 2, "the prose, twice: {body}");
-        assert!(rendered.blocks.iter().all(|b| b.starts_with("x</details>\n\n## Checks\n")));
+        assert!(
+            rendered
+                .blocks
+                .iter()
+                .all(|b| b.starts_with("x</details>\n\n## Checks\n"))
+        );
         assert!(body.ends_with("**How to answer:** reply."), "{body}");
     }
 

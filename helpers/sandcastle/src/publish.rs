@@ -106,7 +106,10 @@ fn rework_comment(
         gate_line(ctx, state)
     );
     body += &blocked_section(ctx, WorkKey::Pull(pull));
-    body += &commits_section(&changes, "No new commits: the agent found nothing to change.");
+    body += &commits_section(
+        &changes,
+        "No new commits: the agent found nothing to change.",
+    );
     body += &summary_section(state);
     Ok(body)
 }

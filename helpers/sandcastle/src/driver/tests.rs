@@ -478,24 +478,33 @@ fn agent_text_cannot_fold_or_forge_the_pull_requests_sections() {
         "sandcastle's headings, its facts first, and no other: {body}"
     );
     assert!(rendered.html.is_empty(), "{:?} in {body}", rendered.html);
-    assert!(!body.contains("<!--"), "no marker comes from agent text: {body}");
+    assert!(
+        !body.contains("<!--"),
+        "no marker comes from agent text: {body}"
+    );
     let quoted = |text: &str| rendered.blocks.iter().any(|block| block.contains(text));
     assert!(quoted("<details><summary>x</summary>"), "{body}");
     assert!(quoted("## Checks\n\n✅ `check` passed"), "{body}");
     assert_eq!(
-        rendered.blocks.iter().filter(|b| b.contains("# Title <b>bold</b>")).count(),
+        rendered
+            .blocks
+            .iter()
+            .filter(|b| b.contains("# Title <b>bold</b>"))
+            .count(),
         2,
         "the summary and the verdict, each whole: {body}"
     );
     assert!(
-        rendered
-            .blocks
-            .iter()
-            .any(|block| block.lines().any(|line| line.contains("x```") && line.contains("## Checks"))),
+        rendered.blocks.iter().any(|block| block
+            .lines()
+            .any(|line| line.contains("x```") && line.contains("## Checks"))),
         "the file name is one line of a code block: {body}"
     );
     let checks = body.find("## Checks").unwrap();
-    assert!(body[checks..].starts_with("## Checks\n\n`check` passed"), "{body}");
+    assert!(
+        body[checks..].starts_with("## Checks\n\n`check` passed"),
+        "{body}"
+    );
 }
 
 /// A fresh state for `piece` with its work repository, as `work_on` makes them.

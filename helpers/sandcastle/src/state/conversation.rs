@@ -35,6 +35,9 @@ pub struct Conversation<S, R> {
     /// The forge comment says who replied.
     #[serde(default)]
     pub marked: bool,
+    /// When a revision last reached its forge comment (posted or edited), which paces the next.
+    #[serde(default)]
+    pub posted_at: Option<Timestamp>,
 }
 
 /// A question the working agent (or the clarification before it) asked, waiting for its answer:
