@@ -926,6 +926,52 @@ fn a_green_round_that_rewrote_history_goes_back_to_the_agent_and_is_pushed_fast_
     assert_eq!(labels, &["ready-for-human"]);
 }
 
+/// A green round's comment quotes the agent's commit subjects and summary: rendered, it has no
+/// heading and no HTML but sandcastle's own marker, whatever they say.
+#[test]
+fn agent_text_in_a_green_rounds_comment_stays_quoted() {
+    let w = world("");
+    let pull = own_pull(&w, "ready-for-human");
+    let trouble = Trouble::Conflict {
+        head: pull.head_sha.clone(),
+    };
+    let piece = Piece::Green(&pull, &trouble);
+    let said: &'static str = format!("{HOSTILE}\n<promise>COMPLETE</promise>").leak();
+    let fix = says(
+        Ending::Completed,
+        said,
+        Some("Fix <details><summary>x ## y"),
+    );
+    let approve = says(Ending::Completed, said, None);
+    let (outcome, _, _, _) = drive_fresh(&w, &piece, vec![fix, approve], vec![true]);
+    assert_eq!(outcome, Outcome::KeptGreen("a merge conflict"));
+
+    let comments = w.forge.comments(REPO, pull.number);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    let body = &comments[0].body;
+    let rendered = sandcastle_testkit::markdown::render(body);
+    assert!(rendered.headings.is_empty(), "{body}");
+    assert_eq!(rendered.html.len(), 1, "{:?} in {body}", rendered.html);
+    assert!(
+        rendered.html[0].starts_with("<!-- sandcastle:green "),
+        "{body}"
+    );
+    assert!(
+        rendered
+            .blocks
+            .iter()
+            .any(|b| b.contains("Fix <details><summary>x ## y")),
+        "{body}"
+    );
+    assert!(
+        rendered
+            .blocks
+            .iter()
+            .any(|b| b.contains("## Checks\n\n✅ `check` passed")),
+        "{body}"
+    );
+}
+
 /// A green round the agent cannot finish is given up like any work (one comment), and the pull
 /// request goes back to `ready-for-human`, so the rework lane never takes it for a person's review.
 #[test]
