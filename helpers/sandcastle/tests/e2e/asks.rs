@@ -329,7 +329,7 @@ fn an_ask_through_the_mcp_tool_is_published_like_the_commands() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let ask = json!({"kind": "decision", "title": "Which driver?", "details": "```\nThe pool needs one.\n```",
+    let ask = json!({"kind": "decision", "title": "Which driver?", "details": "The pool needs one.",
         "options": ["pg: PostgreSQL client", "mysql2: MySQL client"], "recommended": "pg"});
     let h = harness(
         &[
