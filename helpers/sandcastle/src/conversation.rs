@@ -133,7 +133,6 @@ pub fn publish<S: Subject>(
             newest.unwrap_or(id)
         }
     };
-    talk.posted_at = Some(Timestamp::now());
     Ok(())
 }
 

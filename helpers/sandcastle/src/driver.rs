@@ -15,7 +15,7 @@ use crate::planning;
 use crate::prompts::{self, turns};
 use crate::publish::{self, Published};
 use crate::reviews;
-use crate::seam::{Relayed, Sandboxed, Turn};
+use crate::seam::{Heard, Sandboxed, Turn};
 use crate::state::{Outcome, Phase, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
@@ -573,11 +573,16 @@ fn take_turn(
         time_limit: None,
     };
     // An ask made while the agent works is published at once, its later revisions paced
-    // (`outbox::ASK_EDIT_INTERVAL`); the end of the turn publishes the last.
+    // (`outbox::ASK_EDIT_INTERVAL`): one held back goes out with a later event of the turn past
+    // the interval, or at the turn's end.
     let key = WorkKey::from_slug(&state.slug);
-    let mut relayed = |ask: Relayed| {
+    let mut heard = |heard: Heard| {
         let Some(key) = key else { return };
-        let handed = ask.map(Some).map_err(anyhow::Error::msg);
+        let handed = match heard {
+            Heard::Ask(ask) => ask.map(Some).map_err(anyhow::Error::msg),
+            Heard::Event if outbox::held_back(state) => Ok(None),
+            Heard::Event => return,
+        };
         if let Err(e) = take_ask(ctx, key, state, handed, Pace::Relayed) {
             ctx.progress.note(&format!(
                 "{key}: the ask made during the turn is not published yet ({}); the end of the turn tries again",
@@ -585,7 +590,7 @@ fn take_turn(
             ));
         }
     };
-    let outcome = sandbox.turn(&turn, &mut relayed)?;
+    let outcome = sandbox.turn(&turn, &mut heard)?;
     state.cost_usd += outcome.usage.cost_usd;
     match &outcome.session {
         Some(session) => state.set_session(role, session.clone()),

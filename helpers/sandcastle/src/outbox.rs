@@ -24,7 +24,7 @@ pub use crate::conversation::Due;
 
 /// While a turn runs, an ask's comment changes at most once in this long, however often the agent
 /// rewrites its ask: the revisions in between wait in the state, and the last of them goes out
-/// with the next one relayed past the interval, or at the turn's end.
+/// with the turn's next event past the interval, or at the turn's end.
 pub const ASK_EDIT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// When a kept revision may reach the forge.
@@ -97,13 +97,24 @@ pub fn publish(ctx: &Context, key: WorkKey, state: &mut WorkState, pace: Pace) -
     let Some(open) = state.ask.as_mut() else {
         return Ok(());
     };
-    if open.after != 0 || open.reply.is_some() || too_soon(open, pace, Timestamp::now()) {
+    let now = Timestamp::now();
+    if open.after != 0 || open.reply.is_some() || too_soon(open, pace, now) {
         return Ok(());
     }
     let number = key
         .number()
         .expect("asks come from issues and pull requests");
+    // Tried counts: a forge that fails is not asked again at every event of the turn.
+    open.posted_at = Some(now);
     conversation::publish(ctx, number, open)
+}
+
+/// A later revision of the ask waits for its pace: its comment shows an earlier one.
+pub fn held_back(state: &WorkState) -> bool {
+    state
+        .ask
+        .as_ref()
+        .is_some_and(|open| open.after == 0 && open.reply.is_none() && open.comment.is_some())
 }
 
 /// A relayed revision of an ask whose comment changed less than [`ASK_EDIT_INTERVAL`] before

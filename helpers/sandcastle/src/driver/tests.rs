@@ -140,7 +140,7 @@ impl<'r> Script<'r> {
 }
 
 impl Sandboxed for Script<'_> {
-    fn turn(&mut self, turn: &Turn, _: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome> {
+    fn turn(&mut self, turn: &Turn, _: &mut dyn FnMut(Heard)) -> Result<AgentOutcome> {
         // A script that runs dry is a sandbox that went away: the machinery broke.
         let Some(next) = self.turns.pop_front() else {
             anyhow::bail!("the scripted sandbox is gone");

@@ -35,7 +35,8 @@ pub struct Conversation<S, R> {
     /// The forge comment says who replied.
     #[serde(default)]
     pub marked: bool,
-    /// When a revision last reached its forge comment (posted or edited), which paces the next.
+    /// When a revision was last sent to its forge comment (posted or edited, or tried), which
+    /// paces the next (`outbox::publish`).
     #[serde(default)]
     pub posted_at: Option<Timestamp>,
 }

@@ -233,8 +233,9 @@ fn an_ask_made_mid_turn_is_on_the_forge_while_the_turn_still_runs() {
 }
 
 /// An agent that rewrites its ask 50 times in one turn: its comment is posted once and edited a
-/// few times, never once per revision (`outbox::ASK_EDIT_INTERVAL`), and what it shows at the end
-/// is the last revision.
+/// few times, never once per revision (`outbox::ASK_EDIT_INTERVAL`); the last revision, held back
+/// by the pace, goes out with a later event of the same turn once the interval has passed, while
+/// the turn still runs (it waits for the test's go).
 #[test]
 fn fifty_revisions_in_one_turn_are_a_few_edits_of_one_comment_ending_with_the_last() {
     let Some(_docker) = docker_or_skip() else {
@@ -244,23 +245,41 @@ fn fifty_revisions_in_one_turn_are_a_few_edits_of_one_comment_ending_with_the_la
         &[
             json!({"bash": "for i in $(seq 1 50); do sandcastle ask --kind ready --title \"Step $i of 50\" > /dev/null \
                 || exit 1; done; echo one > one.txt && git add one.txt && git commit -qm 'Steps'", "description": "ask fifty times"}),
+            json!({"bash": "sleep 11", "description": "work past the pace"}),
+            wait_for_go(),
             text(&format!("Done. {COMPLETE}")),
         ],
         &[],
     );
     let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
-    let output = h.sandcastle(&["run", "--once"]);
-    assert!(output.status.success(), "{output:?}");
+    let mut run = h.start_until(&["run", "--once"], "/tmp/waiting");
+    let ask = || -> Value {
+        let comments = h.get(&format!("/issues/{issue}/comments"));
+        let asks: Vec<Value> = comments
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["body"].as_str().unwrap().contains("<!-- sandcastle:ask "))
+            .cloned()
+            .collect();
+        assert_eq!(asks.len(), 1, "one comment: {asks:?}");
+        asks[0].clone()
+    };
+    // The turn cannot end before the go: whatever the comment shows now came during it.
+    let waited = std::time::Instant::now();
+    while !ask()["body"].as_str().unwrap().contains("`Step 50 of 50`") {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "the last revision is not on the forge while the turn runs: {}",
+            ask()["body"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    h.touch_in_sandbox("/tmp/go");
+    assert!(run.wait().unwrap().success());
 
-    let comments = h.get(&format!("/issues/{issue}/comments"));
-    let asks: Vec<&Value> = comments
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["body"].as_str().unwrap().contains("<!-- sandcastle:ask "))
-        .collect();
-    assert_eq!(asks.len(), 1, "one comment: {asks:?}");
-    let body = asks[0]["body"].as_str().unwrap();
+    let ask = ask();
+    let body = ask["body"].as_str().unwrap();
     assert!(
         body.contains("`Step 50 of 50`"),
         "the last revision: {body}"
@@ -268,7 +287,7 @@ fn fifty_revisions_in_one_turn_are_a_few_edits_of_one_comment_ending_with_the_la
     assert!(body.contains("_Revision 50: it replaces"), "{body}");
     let edits = h.forge.received(&format!(
         "PATCH /repos/{REPO}/issues/comments/{}",
-        asks[0]["id"]
+        ask["id"]
     ));
     assert!(
         (1..=4).contains(&edits),
