@@ -244,7 +244,7 @@ fn fifty_revisions_in_one_turn_are_a_few_edits_of_one_comment_ending_with_the_la
     let h = harness(
         &[
             json!({"bash": "for i in $(seq 1 50); do sandcastle ask --kind ready --title \"Step $i of 50\" > /dev/null \
-                || exit 1; done; echo one > one.txt && git add one.txt && git commit -qm 'Steps'", "description": "ask fifty times"}),
+                || exit 1; sleep 0.1; done; echo one > one.txt && git add one.txt && git commit -qm 'Steps'", "description": "ask fifty times"}),
             json!({"bash": "sleep 11", "description": "work past the pace"}),
             wait_for_go(),
             text(&format!("Done. {COMPLETE}")),
