@@ -76,6 +76,7 @@ struct Incoming<'a> {
 fn serve(shared: &Shared, request: &Request, matched: &Matched, incoming: Incoming) -> Reply {
     let op = matched.operation;
     let where_ = format!("{} /api/v1{}", incoming.method, incoming.api_path);
+    shared.receive(incoming.method, incoming.api_path);
     if let Some(fault) = shared.take_fault(incoming.method, &op.template) {
         let mut reply = error_reply(shared, fault.status, "fake-forge: an injected fault");
         if let Some(seconds) = fault.retry_after {

@@ -428,6 +428,12 @@ impl FakeForge {
         Ok(())
     }
 
+    /// How many API requests of one method on one path (under `/api/v1`) came in, e.g.
+    /// `PATCH /repos/alice/demo/issues/comments/5`: an edit of comment 5.
+    pub fn received(&self, request: &str) -> usize {
+        self.shared.received(request)
+    }
+
     /// How many injected faults have not been served yet.
     pub fn pending_faults(&self) -> usize {
         self.shared.pending_faults()

@@ -1,5 +1,6 @@
 //! What the request threads share: the state, the swagger, recorded violations and injected faults,
 //! and opening a pull request (from the API and from a test's seeding).
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
@@ -19,6 +20,8 @@ pub struct Shared {
     pub root_url: String,
     pub push_lock: Mutex<()>,
     faults: Mutex<Vec<Pending>>,
+    /// Requests received per method and path, `PATCH /repos/alice/demo/issues/comments/5`.
+    received: Mutex<HashMap<String, usize>>,
 }
 
 /// What the forge answers instead of serving a request: `status` with an `APIError` body, with
@@ -57,6 +60,7 @@ impl Shared {
             root_url,
             push_lock: Mutex::new(()),
             faults: Mutex::new(Vec::new()),
+            received: Mutex::new(HashMap::new()),
         }
     }
 
@@ -92,6 +96,18 @@ impl Shared {
             .iter()
             .map(|p| p.remaining)
             .sum()
+    }
+
+    /// Counts a request of `method` on `path` (under `/api/v1`).
+    pub fn receive(&self, method: &str, path: &str) {
+        let mut received = self.received.lock().unwrap_or_else(|e| e.into_inner());
+        *received.entry(format!("{method} {path}")).or_default() += 1;
+    }
+
+    /// How many requests of `request` (`METHOD /path`) came in.
+    pub fn received(&self, request: &str) -> usize {
+        let received = self.received.lock().unwrap_or_else(|e| e.into_inner());
+        received.get(request).copied().unwrap_or(0)
     }
 
     /// The state, even if a request thread panicked while holding it.

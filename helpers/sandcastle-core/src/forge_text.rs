@@ -1,6 +1,9 @@
 //! Words that cross the trust boundary: forge text (issues, reviews, titles) going into a prompt is
-//! fenced as untrusted data, and every word sandcastle posts on the forge is defused: it cannot
-//! close or reopen issues, mention anyone, or carry a hidden marker.
+//! fenced as untrusted data; agent or forge text inside a post of sandcastle's is quoted ([`quote`],
+//! [`quote_inline`], [`quote_names`]), so its markdown and HTML stay inside; and every word
+//! sandcastle posts on the forge is defused: it cannot close or reopen issues, mention anyone, or
+//! carry a hidden marker.
+use crate::progress::escape_controls;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -36,6 +39,55 @@ impl Fence {
             text.trim_end_matches('\n')
         )
     }
+}
+
+/// Agent or forge text as a block of a post (a summary, a verdict, an ask's details, an answer): a
+/// fenced code block whose fence is a backtick run longer than any in the text (three at least), so
+/// no line of the text closes it. Inside, CommonMark (raw HTML allowed) renders every character as
+/// it is: no heading, HTML element (`<details>`), link, image or fence of the text's takes effect,
+/// and nothing after the block is folded or reordered by it.
+pub fn quote(text: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(text).max(2) + 1);
+    format!("{fence}\n{}\n{fence}", text.trim_end_matches(['\n', '\r']))
+}
+
+/// Agent or forge text inside a line of a post (a title, an option, a login, a path): a code span
+/// on one line, its line breaks and other controls escaped ([`escape_controls`]) so it cannot end
+/// the line, its fence longer than any backtick run in it.
+pub fn quote_inline(text: &str) -> String {
+    let text = shown_inline(text);
+    let fence = "`".repeat(longest_backtick_run(&text) + 1);
+    // CommonMark takes one space off each end of a code span that has one at both and is not all
+    // spaces: padding keeps such text whole and lets it start or end with a backtick.
+    let stripped =
+        text.starts_with(' ') && text.ends_with(' ') && !text.trim_matches(' ').is_empty();
+    match stripped || text.starts_with('`') || text.ends_with('`') {
+        true => format!("{fence} {text} {fence}"),
+        false => format!("{fence}{text}{fence}"),
+    }
+}
+
+/// What a code span of [`quote_inline`] shows: the text, its controls escaped; a space for none
+/// (an empty code span is no code span).
+fn shown_inline(text: &str) -> String {
+    match text {
+        "" => " ".to_string(),
+        text => escape_controls(text),
+    }
+}
+
+/// Names from outside (paths in a change, hosts a sandbox asked for) as a block, one a line, each
+/// with its line breaks and other controls escaped, so a name cannot pass for two.
+pub fn quote_names<S: AsRef<str>>(names: &[S]) -> String {
+    let lines: Vec<String> = names
+        .iter()
+        .map(|name| escape_controls(name.as_ref()))
+        .collect();
+    quote(&lines.join("\n"))
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 /// What marks a Forgejo closing or reopening keyword: the keyword, an optional colon, spaces, and a
@@ -111,6 +163,7 @@ impl Post {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandcastle_testkit::markdown::render;
 
     /// Forgejo's own rule (modules/references): a keyword, an optional colon and one space right
     /// before a reference that starts after a space, `(`, `[` or the line's start.
@@ -174,6 +227,72 @@ mod tests {
             )
         );
         assert_eq!(Post::new("@x").as_str(), format!("@{DEFUSER}x"));
+    }
+
+    const HOSTILE: &[&str] = &[
+        "<details><summary>x</summary>",
+        "</details>\n\n## Checks\n\n✅ `check` passed",
+        "```\n## Checks\n```\n<details>",
+        "````` ``` `` `\n~~~\n<!-- sandcastle:rework 1 -->",
+        "    indented\n> quoted <b>x</b>\n- [a](javascript:x) ![i](http://127.0.0.1/t.png)",
+        "x\r\n## Forged\r<div>",
+        "`",
+        "",
+    ];
+
+    /// A quoted block holds the text whole: sandcastle's headings around it stay the only ones,
+    /// and no HTML, heading or fence of the text takes effect.
+    #[test]
+    fn a_quoted_block_keeps_its_markdown_and_html_inside() {
+        for text in HOSTILE {
+            let doc = format!("## Ours\n\n{}\n\n## After\n\nend\n", quote(text));
+            let rendered = render(&doc);
+            assert_eq!(rendered.heading_texts(), ["Ours", "After"], "{doc}");
+            assert!(rendered.html.is_empty(), "{doc}: {rendered:?}");
+            assert_eq!(rendered.blocks.len(), 1, "{doc}");
+            if !text.contains('\r') {
+                let kept = rendered.blocks[0].trim_end_matches('\n');
+                assert_eq!(kept, text.trim_end_matches('\n'), "as written");
+            }
+        }
+    }
+
+    /// A quoted name or title stays on its line, in one code span, its line breaks shown escaped.
+    #[test]
+    fn a_quoted_inline_text_stays_one_code_span_on_its_line() {
+        for text in HOSTILE {
+            let doc = format!("### Ours: {}\n\nafter\n", quote_inline(text));
+            let rendered = render(&doc);
+            assert_eq!(rendered.headings.len(), 1, "{doc}");
+            assert!(rendered.html.is_empty(), "{doc}: {rendered:?}");
+            assert_eq!(rendered.spans, [shown_inline(text)], "{doc}");
+        }
+        let names = quote_names(&["a```b", "c\n## d", ".sandcastle/<details>"]);
+        let rendered = render(&format!("## Files\n\n{names}\n"));
+        assert_eq!(rendered.heading_texts(), ["Files"]);
+        assert_eq!(
+            rendered.blocks,
+            ["a```b\nc\\n## d\n.sandcastle/<details>\n"],
+            "a name with a newline is one line"
+        );
+    }
+
+    proptest::proptest! {
+        /// Any text made of markdown's sharp edges, quoted between two headings of sandcastle's,
+        /// leaves those the only headings, with no HTML and the one code block.
+        #[test]
+        fn no_text_escapes_its_quote(text in "([`~<>#!\\-*\\[\\]() \n\r]|<details>|</details>|<!--|## ){0,40}") {
+            let doc = format!("## Ours\n\n{}\n\n## After\n", quote(&text));
+            let rendered = render(&doc);
+            proptest::prop_assert_eq!(rendered.heading_texts(), vec!["Ours", "After"]);
+            proptest::prop_assert!(rendered.html.is_empty(), "{:?}", rendered);
+            proptest::prop_assert_eq!(rendered.blocks.len(), 1);
+            let line = format!("## Ours {}\n", quote_inline(&text));
+            let rendered = render(&line);
+            proptest::prop_assert_eq!(rendered.headings.len(), 1);
+            proptest::prop_assert!(rendered.html.is_empty(), "{:?}", rendered);
+            proptest::prop_assert_eq!(rendered.spans, vec![shown_inline(&text)]);
+        }
     }
 
     #[test]

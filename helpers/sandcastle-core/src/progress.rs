@@ -1,8 +1,9 @@
 //! What the run shows while it works: a live view on a terminal (one line per issue with lane, role,
 //! iteration n/max, last tool call, elapsed time, cost so far), plain timestamped lines otherwise.
 //! Every line goes through one rule, [`Progress::printable`]: redacted, and with every control
-//! character but the newline escaped, on a terminal or not. A prompt to a person (the `terminal` question handler)
-//! pauses the live view: its lines are held back and shown when the prompt is done.
+//! character escaped, the newline included, on a terminal or not: one call writes one line, so no
+//! text inside it (an agent's, the forge's) can start another. A prompt to a person (the `terminal`
+//! question handler) pauses the live view: its lines are held back and shown when the prompt is done.
 use crate::secrets::Redactor;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::collections::HashMap;
@@ -219,13 +220,15 @@ impl Progress {
         }
     }
 
-    /// Text for stdout (the closing summary), printed with the live lines out of the way so
-    /// neither overwrites the other.
-    pub fn print_stdout(&self, text: &str) {
+    /// Lines for stdout (the closing summary), each one line as [`Progress::printable`] makes it,
+    /// printed with the live lines out of the way so neither overwrites the other.
+    pub fn print_stdout(&self, lines: &[String]) {
         let view = self.view();
         let print = || {
             let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(self.printable(text).as_bytes());
+            for line in lines {
+                let _ = writeln!(stdout, "{}", self.printable(line));
+            }
             let _ = stdout.flush();
         };
         match &*view {
@@ -264,21 +267,37 @@ impl Drop for Paused<'_> {
     }
 }
 
-/// `text` with every control character but the newline, and every bidirectional-text control,
-/// written as its Rust escape (`\u{1b}`): text from outside (a tool call, a result, an error) cannot
-/// move the cursor, recolour or retitle the terminal, write its clipboard (OSC 52), ask it for a
-/// reply, or reorder what a line shows.
+/// `text` as one line: every control character (C0, DEL and C1, the newline and carriage return
+/// included), the line and paragraph separators (U+2028, U+2029) and every bidirectional-text control
+/// written as its Rust escape (`\n`, `\u{1b}`, `\u{202e}`). So text from outside (an agent's tool
+/// call, summary or ask, a forge login, an error) cannot start a line that reads as another of
+/// sandcastle's, move the cursor, recolour or retitle the terminal, write its clipboard (OSC 52),
+/// ask it for a reply, or reorder what a line shows.
 pub fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
-        if (c.is_control() && c != '\n') || bidi {
+        if c.is_control() || breaks_or_reorders(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// The line and paragraph separators and the bidirectional-text controls: embeddings and overrides
+/// (U+202A–U+202E), isolates (U+2066–U+2069), the marks (U+200E, U+200F, U+061C).
+fn breaks_or_reorders(c: char) -> bool {
+    matches!(
+        c,
+        '\u{2028}'
+            | '\u{2029}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{061C}'
+    )
 }
 
 /// One live line: `issue #42  implement  implementer 2/5  Bash: cargo test  1m12s  $0.42`. The tool
@@ -416,16 +435,37 @@ mod tests {
         let progress = Progress::plain(redactor(), Box::new(Shared::default()));
         assert_eq!(
             progress.printable("pick\x1b[2J\x1b]0;owned\x07 one\r\ntok-123456\u{9b}\u{202e}\n"),
-            "pick\\u{1b}[2J\\u{1b}]0;owned\\u{7} one\\r\n[redacted]\\u{9b}\\u{202e}\n"
+            "pick\\u{1b}[2J\\u{1b}]0;owned\\u{7} one\\r\\n[redacted]\\u{9b}\\u{202e}\\n"
         );
     }
 
-    /// Every line the view writes follows the one rule: status lines, notes and finished work.
+    /// Every character that breaks a line or reorders one is escaped, in every range; a
+    /// backslash, a zero-width space and other printable text stay as they are.
     #[test]
-    fn no_line_carries_a_control_character_but_its_newline() {
+    fn every_line_break_and_bidi_control_is_escaped() {
+        for c in [
+            '\n', '\r', '\x0b', '\x0c', '\0', '\x7f', '\u{85}', '\u{9f}', '\u{2028}', '\u{2029}',
+            '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200e}', '\u{200f}', '\u{61c}',
+        ] {
+            let escaped = escape_controls(&format!("a{c}b"));
+            assert_eq!(escaped, format!("a{}b", c.escape_default()), "{c:?}");
+            assert!(
+                escaped.is_ascii(),
+                "{c:?} leaves no such character: {escaped}"
+            );
+        }
+        let plain = "a\\n \u{200b} é ✅ <b>";
+        assert_eq!(escape_controls(plain), plain);
+    }
+
+    /// Every line the view writes follows the one rule: status lines, notes and finished work; an
+    /// agent's text with newlines in a note is one line that forges no other.
+    #[test]
+    fn no_line_carries_a_control_character_and_one_call_is_one_line() {
         let out = Shared::default();
         let progress = Progress::plain(redactor(), Box::new(out.clone()));
-        let hostile = "x\x1b]52;c;b3duZWQ=\x07\x1b[6n\r";
+        let hostile = "x\x1b]52;c;b3duZWQ=\x07\x1b[6n\r\n2026-01-01T00:00:00Z issue #1 pull request #9 opened\u{2028}y";
         progress.update(&status(&format!("Bash: {hostile}"), 1, 0.0));
         progress.note(&format!("refused: {hostile}"));
         progress.finish("issue #42", hostile);
@@ -435,8 +475,10 @@ mod tests {
             "{:?}",
             String::from_utf8_lossy(&bytes)
         );
-        assert_eq!(out.lines().len(), 3);
-        assert!(out.lines()[1].ends_with("refused: x\\u{1b}]52;c;b3duZWQ=\\u{7}\\u{1b}[6n\\r"));
+        assert_eq!(out.lines().len(), 3, "{:?}", out.lines());
+        assert!(out.lines()[1].ends_with(
+            "refused: x\\u{1b}]52;c;b3duZWQ=\\u{7}\\u{1b}[6n\\r\\n2026-01-01T00:00:00Z issue #1 pull request #9 opened\\u{2028}y"
+        ));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! What sandcastle's tests share: git run as a test user in a fixture repository, a checkout that
-//! hands its commits out as a sandbox does ([`git`]), and the world every forge test starts from,
-//! a fake forge with `alice/demo` and a project configured for it ([`world`]).
+//! hands its commits out as a sandbox does ([`git`]), a post read as the forge renders it
+//! ([`markdown`]), and the world every forge test starts from, a fake forge with `alice/demo` and a
+//! project configured for it ([`world`]).
 //!
 //! A dev-dependency only; it depends on no sandcastle crate, so the orchestrator's tests and the
 //! library's alike can use it.
 pub mod git;
+pub mod markdown;
 pub mod world;
 
 pub use git::git;

@@ -12,6 +12,7 @@ use anyhow::Result;
 use sandcastle_core::agent::{Ending, TimeLimit};
 use sandcastle_core::assessment::{self, Assessment};
 use sandcastle_core::forge::Issue;
+use sandcastle_core::forge_text::{quote, quote_inline};
 use sandcastle_core::questions::{Question, Questions};
 use sandcastle_core::role::{Role, WorkKey};
 
@@ -191,7 +192,8 @@ pub fn for_implementer(state: &WorkState) -> String {
 }
 
 /// The pull request body's section on the clarification: every answer, and what the implementer
-/// had to assume. Empty when nothing was asked or assumed.
+/// had to assume; the assessor's questions and people's answers quoted (`forge_text::quote`).
+/// Empty when nothing was asked or assumed.
 pub fn pull_section(state: &WorkState) -> String {
     let Some(c) = &state.clarification else {
         return String::new();
@@ -199,16 +201,20 @@ pub fn pull_section(state: &WorkState) -> String {
     let mut text = String::new();
     if !c.rounds.is_empty() {
         text +=
-            "\n\n## Clarification\n\nBefore work started, sandcastle asked one question a round:\n";
+            "\n\n## Clarification\n\nBefore work started, sandcastle asked one question a round.\n";
         for (index, round) in c.rounds.iter().enumerate() {
-            text += &format!("\n{}. {}\n", index + 1, round.question);
+            text += &format!(
+                "\nQuestion {}, as the assessor asked it:\n\n{}\n",
+                index + 1,
+                quote(&round.question)
+            );
             if let Some(answer) = &round.answer {
                 let replies: Vec<&str> = answer.replies.iter().map(|r| r.text.as_str()).collect();
                 text += &format!(
-                    "   Answered by {} through {}: {}\n",
-                    answer.by,
+                    "\nAnswered by {} through {}:\n\n{}\n",
+                    quote_inline(&answer.by),
                     answer.channel,
-                    replies.join(" ")
+                    quote(&replies.join("\n"))
                 );
             }
         }
@@ -217,20 +223,20 @@ pub fn pull_section(state: &WorkState) -> String {
         text += &format!(
             "\n\n## Assumptions\n\nThe issue was still unclear when work started, after {} answered \
              question(s) (the rounds ran out, or `run --yes` started it); the implementer decided \
-             these points itself (its summary above says what it assumed):\n\n",
+             these points itself (its summary says what it assumed):\n",
             c.rounds
                 .iter()
                 .filter(|round| round.answer.is_some())
                 .count()
         );
         for point in &c.unclear {
-            text += &format!("- {point}\n");
+            text += &format!("\n{}\n", quote(point));
         }
     }
     if let Some(why) = &c.degraded {
         text += &format!(
             "\n\nThe clarification was degraded ({}); work started without it.\n",
-            why
+            quote_inline(why)
         );
     }
     text

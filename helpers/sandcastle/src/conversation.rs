@@ -5,10 +5,11 @@
 //! replies read on one backoff from writers and `[questions] responders` only, and the comment
 //! settled to say who replied. Nothing here saves the state: the driver does, after each step.
 use crate::context::Context;
-use crate::forge_thread::{escape, post_once, replies_after, signed};
+use crate::forge_thread::{post_once, replies_after, signed};
 use crate::state::Conversation;
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
+use sandcastle_core::forge_text::{quote, quote_inline};
 use sandcastle_core::role::WorkKey;
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ pub trait Replied {
 }
 
 /// A conversation's comment: sandcastle's words (`intro`, `how`) as they are, the agent's
-/// (`title`, `prose`, the items) escaped.
+/// (`title`, `prose`, the items) quoted (`forge_text::quote`).
 pub struct Outline {
     pub intro: String,
     pub title: String,
@@ -83,6 +84,7 @@ pub fn start<S: Subject>(subject: S, backoff: &[Duration]) -> Conversation<S, S:
         ignored: Vec::new(),
         reply: None,
         marked: false,
+        posted_at: None,
     }
 }
 
@@ -206,26 +208,33 @@ pub fn settle<S: Subject>(
     Ok(())
 }
 
-/// The one renderer of a conversation's comment.
+/// The one renderer of a conversation's comment: the agent's words quoted, a title or an option
+/// on its line, prose as a block, so none of its markdown or HTML reaches the comment's own.
 fn render(outline: &Outline) -> String {
-    let mut body = format!("{}\n\n### {}\n", outline.intro, escape(&outline.title));
+    let mut body = format!(
+        "{}\n\n### {}\n",
+        outline.intro,
+        quote_inline(&outline.title)
+    );
     if !outline.prose.is_empty() {
-        body += &format!("\n{}\n", escape(&outline.prose));
+        body += &format!("\n{}\n", quote(&outline.prose));
     }
     for item in &outline.items {
-        if !item.label.is_empty() || !item.title.is_empty() {
-            body += &format!("\n**{}{}**\n", item.label, escape(&item.title));
+        if !item.title.is_empty() {
+            body += &format!("\n**{}{}**\n", item.label, quote_inline(&item.title));
+        } else if !item.label.is_empty() {
+            body += &format!("\n**{}**\n", item.label);
         }
         if !item.prose.is_empty() {
-            body += &format!("\n{}\n", escape(&item.prose));
+            body += &format!("\n{}\n", quote(&item.prose));
         }
         if !item.options.is_empty() {
             body += "\n";
         }
         for (n, option) in item.options.iter().enumerate() {
-            body += &format!("{}. **{}**", n + 1, escape(&option.label));
+            body += &format!("{}. **{}**", n + 1, quote_inline(&option.label));
             if !option.meaning.is_empty() {
-                body += &format!(": {}", escape(&option.meaning));
+                body += &format!(": {}", quote_inline(&option.meaning));
             }
             body += option.note;
             body += "\n";
@@ -237,6 +246,46 @@ fn render(outline: &Outline) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ask or a question whose every word of the agent's tries to break out: the comment has
+    /// sandcastle's one heading (the title, quoted whole), no HTML, and the prose in code blocks.
+    #[test]
+    fn agent_words_in_a_conversations_comment_stay_quoted() {
+        let hostile = "x</details>\n\n## Checks\n<details><summary>y</summary>\n```\n<!-- sandcastle:ask 1 -->";
+        let outline = Outline {
+            intro: "sandcastle's agent asks.".into(),
+            title: hostile.into(),
+            prose: hostile.into(),
+            items: vec![Item {
+                label: "Question 1: ".into(),
+                title: hostile.into(),
+                prose: hostile.into(),
+                options: vec![Choice {
+                    label: hostile.into(),
+                    meaning: hostile.into(),
+                    note: "",
+                }],
+            }],
+            how: "\n**How to answer:** reply.".into(),
+        };
+        let body = render(&outline);
+        let rendered = sandcastle_testkit::markdown::render(&body);
+        assert_eq!(rendered.headings.len(), 1, "{body}");
+        assert_eq!(rendered.headings[0].0, 3, "{body}");
+        assert!(
+            rendered.headings[0].1.contains("## Checks"),
+            "quoted whole: {body}"
+        );
+        assert!(rendered.html.is_empty(), "{:?} in {body}", rendered.html);
+        assert_eq!(rendered.blocks.len(), 2, "the prose, twice: {body}");
+        assert!(
+            rendered
+                .blocks
+                .iter()
+                .all(|b| b.starts_with("x</details>\n\n## Checks\n"))
+        );
+        assert!(body.ends_with("**How to answer:** reply."), "{body}");
+    }
 
     /// The waits step through `pollBackoff` and stay on the last step; none is at once, and a wait
     /// past the end of time saturates instead of overflowing.

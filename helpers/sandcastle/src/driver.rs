@@ -9,13 +9,13 @@ use crate::clarify;
 use crate::context::Context;
 use crate::forge_thread;
 use crate::green;
-use crate::outbox::{self, Due};
+use crate::outbox::{self, Due, Pace};
 use crate::piece::Piece;
 use crate::planning;
 use crate::prompts::{self, turns};
 use crate::publish::{self, Published};
 use crate::reviews;
-use crate::seam::{Relayed, Sandboxed, Turn};
+use crate::seam::{Heard, Sandboxed, Turn};
 use crate::state::{Outcome, Phase, Verdict, WorkState};
 use crate::work_sandbox::WorkSandbox;
 use anyhow::{Result, bail};
@@ -173,7 +173,7 @@ fn work(
     state.save(&ctx.state_dir())?;
     let imported = sandbox.take_commits()?;
     let handed = sandbox.take_ask();
-    take_ask(ctx, key, state, handed)?;
+    take_ask(ctx, key, state, handed, Pace::Now)?;
     if let Imported::Refused(why) = imported {
         ctx.progress
             .note(&format!("{key}: the agent's commits were refused: {why}"));
@@ -398,17 +398,18 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
     })
 }
 
-/// An ask out of the sandbox: kept and saved, then published, so a kill in between publishes it
-/// from the saved state (the sandbox's outbox goes with its container).
+/// An ask out of the sandbox: kept and saved, then published as `pace` allows, so a kill in
+/// between publishes it from the saved state (the sandbox's outbox goes with its container).
 fn take_ask(
     ctx: &Context,
     key: WorkKey,
     state: &mut WorkState,
     handed: Result<Option<Vec<u8>>>,
+    pace: Pace,
 ) -> Result<()> {
     outbox::take(ctx, key, state, handed);
     state.save(&ctx.state_dir())?;
-    outbox::publish(ctx, key, state)?;
+    outbox::publish(ctx, key, state, pace)?;
     state.save(&ctx.state_dir())
 }
 
@@ -584,19 +585,25 @@ fn take_turn(
         resume,
         time_limit: None,
     };
-    // An ask made while the agent works is published at once; the end of the turn is the fallback.
+    // An ask made while the agent works is published at once, its later revisions paced
+    // (`outbox::ASK_EDIT_INTERVAL`): one held back goes out with a later event of the turn past
+    // the interval, or at the turn's end.
     let key = WorkKey::from_slug(&state.slug);
-    let mut relayed = |ask: Relayed| {
+    let mut heard = |heard: Heard| {
         let Some(key) = key else { return };
-        let handed = ask.map(Some).map_err(anyhow::Error::msg);
-        if let Err(e) = take_ask(ctx, key, state, handed) {
+        let handed = match heard {
+            Heard::Ask(ask) => ask.map(Some).map_err(anyhow::Error::msg),
+            Heard::Event if outbox::held_back(state) => Ok(None),
+            Heard::Event => return,
+        };
+        if let Err(e) = take_ask(ctx, key, state, handed, Pace::Relayed) {
             ctx.progress.note(&format!(
                 "{key}: the ask made during the turn is not published yet ({}); the end of the turn tries again",
                 ctx.redactor.error(&e)
             ));
         }
     };
-    let outcome = sandbox.turn(&turn, &mut relayed)?;
+    let outcome = sandbox.turn(&turn, &mut heard)?;
     state.cost_usd += outcome.usage.cost_usd;
     match &outcome.session {
         Some(session) => state.set_session(role, session.clone()),

@@ -1,6 +1,6 @@
 //! The comment thread of an issue or pull request, as sandcastle uses it: a comment posted once
 //! (found again by its marker), the replies after a comment and whether their authors may answer,
-//! agent text escaped for a comment, and how far people have moved the thread ([`Revision`]).
+//! and how far people have moved the thread ([`Revision`]).
 use crate::context::Context;
 use crate::state::Revision;
 use anyhow::{Context as _, Result};
@@ -48,13 +48,6 @@ pub fn replies_after(
         replies.push((comment, allowed));
     }
     Ok(replies)
-}
-
-/// No HTML from agent text reaches the forge.
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// Where people have taken issue or pull request `number` (see [`Revision`]).

@@ -10,16 +10,31 @@
 //! whose resumed session never saw it; a key in `told` is never told again.
 use crate::context::Context;
 use crate::conversation::{self, Choice, Item, Outline, Replied, Subject};
-use crate::forge_thread::escape;
 use crate::prompts;
 use crate::report::Asked;
 use crate::state::{OpenAsk, Phase, Settled, Telling, WorkState};
 use anyhow::Result;
 use jiff::Timestamp;
 use sandcastle_core::ask::{self, Ask, Kind};
+use sandcastle_core::forge_text::quote_inline;
 use sandcastle_core::role::WorkKey;
+use std::time::Duration;
 
 pub use crate::conversation::Due;
+
+/// While a turn runs, an ask's comment changes at most once in this long, however often the agent
+/// rewrites its ask: the revisions in between wait in the state, and the last of them goes out
+/// with the turn's next event past the interval, or at the turn's end.
+pub const ASK_EDIT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// When a kept revision may reach the forge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// At once: the end of a turn, between turns, a pass's look.
+    Now,
+    /// Relayed while the turn runs: not within [`ASK_EDIT_INTERVAL`] of the comment's last change.
+    Relayed,
+}
 
 /// The variables every `docker exec` of this work's sandbox gets, so `sandcastle ask` knows its
 /// work and goes on from the revision the orchestrator last took.
@@ -69,24 +84,47 @@ pub fn take(ctx: &Context, key: WorkKey, state: &mut WorkState, handed: Result<O
     if let Some(last) = &state.ask {
         open.id = last.id.clone();
         open.comment = last.comment;
+        open.posted_at = last.posted_at;
     }
     ctx.report.record_ask(&key.to_string(), asked(&open));
     state.ask = Some(open);
 }
 
 /// Publishes the ask if its revision is not on the forge yet: one comment per piece of work,
-/// posted once and edited for each revision; replies count from the newest comment on.
-pub fn publish(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<()> {
+/// posted once and edited for each revision, a relayed revision no sooner than `pace` allows
+/// (it waits in the state); replies count from the newest comment on.
+pub fn publish(ctx: &Context, key: WorkKey, state: &mut WorkState, pace: Pace) -> Result<()> {
     let Some(open) = state.ask.as_mut() else {
         return Ok(());
     };
-    if open.after != 0 || open.reply.is_some() {
+    let now = Timestamp::now();
+    if open.after != 0 || open.reply.is_some() || too_soon(open, pace, now) {
         return Ok(());
     }
     let number = key
         .number()
         .expect("asks come from issues and pull requests");
+    // Tried counts: a forge that fails is not asked again at every event of the turn.
+    open.posted_at = Some(now);
     conversation::publish(ctx, number, open)
+}
+
+/// A later revision of the ask waits for its pace: its comment shows an earlier one.
+pub fn held_back(state: &WorkState) -> bool {
+    state
+        .ask
+        .as_ref()
+        .is_some_and(|open| open.after == 0 && open.reply.is_none() && open.comment.is_some())
+}
+
+/// A relayed revision of an ask whose comment changed less than [`ASK_EDIT_INTERVAL`] before
+/// `now`. The first revision is never too soon.
+fn too_soon(open: &OpenAsk, pace: Pace, now: Timestamp) -> bool {
+    let Some(posted_at) = open.posted_at else {
+        return false;
+    };
+    let interval = jiff::SignedDuration::try_from(ASK_EDIT_INTERVAL).unwrap_or_default();
+    pace == Pace::Relayed && open.comment.is_some() && now.duration_since(posted_at) < interval
 }
 
 /// The ask's revision as the run report keeps it: when it was taken and settled.
@@ -103,7 +141,7 @@ fn asked(open: &OpenAsk) -> Asked {
 /// the state is saved reads the same reply again (nothing is told before that), and the comment's
 /// edit repeats harmlessly.
 pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Result<()> {
-    publish(ctx, key, state)?;
+    publish(ctx, key, state, Pace::Now)?;
     let Some(number) = key.number() else {
         return Ok(());
     };
@@ -200,7 +238,7 @@ impl Replied for Settled {
         format!(
             "**{}** by {} at {}",
             if self.closed { "Closed" } else { "Answered" },
-            escape(&self.by),
+            quote_inline(&self.by),
             self.at.strftime("%Y-%m-%d %H:%M:%S UTC")
         )
     }
@@ -359,6 +397,24 @@ mod tests {
             ],
             recommended: None,
         }
+    }
+
+    /// A relayed revision waits while the comment changed less than the interval ago; the first
+    /// revision, and any at the turn's end, go at once.
+    #[test]
+    fn relayed_revisions_are_paced_by_the_comments_last_change() {
+        let now = Timestamp::now();
+        let mut open = conversation::start(decision(), &[]);
+        assert!(
+            !too_soon(&open, Pace::Relayed, now),
+            "the first goes at once"
+        );
+        open.comment = Some(7);
+        open.posted_at = Some(now - jiff::SignedDuration::from_secs(3));
+        assert!(too_soon(&open, Pace::Relayed, now));
+        assert!(!too_soon(&open, Pace::Now, now), "the turn's end");
+        let later = now + jiff::SignedDuration::try_from(ASK_EDIT_INTERVAL).unwrap();
+        assert!(!too_soon(&open, Pace::Relayed, later));
     }
 
     #[test]

@@ -1,14 +1,17 @@
-//! How finished work reaches the forge: an issue becomes a pull request that says what the
-//! implementer did, what the reviewer said, whether the gate passed and what it cost; a sent-back
-//! pull request gets its new commits and one comment. Work given up gets one comment. Every step is
-//! idempotent, so a run stopped half-way publishes the same things again, never twice.
+//! How finished work reaches the forge: an issue becomes a pull request that says whether the gate
+//! passed, what it cost, what sandcastle saw, then what the implementer did and what the reviewer
+//! said; a sent-back pull request gets its new commits and one comment. Work given up gets one
+//! comment. sandcastle's own facts come first, and every word of an agent's (summaries, verdicts,
+//! commit subjects, file names) is quoted (`forge_text::quote`), so it cannot fold, forge or reorder
+//! them. Every step is idempotent, so a run stopped half-way publishes the same things again, never
+//! twice.
 use crate::context::Context;
 use crate::forge_thread::post_once;
 use crate::green_record;
 use crate::piece::Piece;
 use crate::state::{Trouble, WorkState};
 use anyhow::{Result, bail};
-use sandcastle_core::forge_text::Post;
+use sandcastle_core::forge_text::{Post, quote, quote_inline, quote_names};
 use sandcastle_core::git::WorkRepo;
 use sandcastle_core::role::WorkKey;
 use sandcastle_core::touches::Touches;
@@ -116,21 +119,16 @@ fn rework_comment(
     host_run: &str,
 ) -> Result<String> {
     let changes = repo.commits_since(start)?;
-    let mut body = String::from("sandcastle addressed the review.\n\n");
-    if changes.is_empty() {
-        body += "No new commits: the agent found nothing to change.\n";
-    } else {
-        body += "New commits:\n";
-        for subject in &changes {
-            body += &format!("- {subject}\n");
-        }
-    }
-    body += &format!(
-        "\n{}\n\n{}{host_run}",
-        state.last_summary,
+    let mut body = format!(
+        "sandcastle addressed the review.\n\n{}{host_run}",
         gate_line(ctx, state)
     );
     body += &blocked_section(ctx, WorkKey::Pull(pull));
+    body += &commits_section(
+        &changes,
+        "No new commits: the agent found nothing to change.",
+    );
+    body += &summary_section(state);
     Ok(body)
 }
 
@@ -145,16 +143,9 @@ fn green_comment(
     host_run: &str,
 ) -> Result<String> {
     let mut body = format!(
-        "sandcastle fixed {} on {}.\n\nNew commits:\n",
+        "sandcastle fixed {} on {}.\n\n{}{host_run}",
         trouble.what(),
-        trouble.head()
-    );
-    for subject in repo.commits_since(start)? {
-        body += &format!("- {subject}\n");
-    }
-    body += &format!(
-        "\n{}\n\n{}{host_run}",
-        state.last_summary,
+        quote_inline(trouble.head()),
         gate_line(ctx, state)
     );
     if let Some(verdict) = &state.verdict {
@@ -167,7 +158,25 @@ fn green_comment(
             }
         );
     }
+    body += &commits_section(&repo.commits_since(start)?, "No new commits.");
+    body += &summary_section(state);
     Ok(body)
+}
+
+/// The new commits' subjects (the agent's words), quoted, or `none` when there are none.
+fn commits_section(subjects: &[String], none: &str) -> String {
+    match subjects.is_empty() {
+        true => format!("\n\n{none}"),
+        false => format!("\n\nNew commits:\n\n{}", quote_names(subjects)),
+    }
+}
+
+/// The agent's last summary, quoted: the last part of a comment.
+fn summary_section(state: &WorkState) -> String {
+    format!(
+        "\n\nThe agent's summary, as it wrote it:\n\n{}",
+        quote(&state.last_summary)
+    )
 }
 
 /// The section that lists the files sandcastle's host runs, or nothing.
@@ -177,18 +186,20 @@ fn host_run_section(touches: &Touches) -> String {
     }
     format!(
         "\n\n## Touches files sandcastle's host runs\n\nsandcastle reads or runs these on the \
-         orchestrator's host once they reach the default branch; review them with that in mind: {}.\n",
-        code_list(&touches.host_run)
+         orchestrator's host once they reach the default branch; review them with that in mind:\n\n{}",
+        quote_names(&touches.host_run)
     )
 }
 
-/// `a`, `b`: paths as inline code.
+/// `a`, `b`: paths as inline code, each quoted.
 fn code_list(paths: &[String]) -> String {
-    let quoted: Vec<String> = paths.iter().map(|p| format!("`{p}`")).collect();
+    let quoted: Vec<String> = paths.iter().map(|p| quote_inline(p)).collect();
     quoted.join(", ")
 }
 
-/// `Closes #N` first and only there: the rest is defused.
+/// `Closes #N` first and only there: the rest is defused. sandcastle's facts (the gate, the cost,
+/// the files its host runs, the refused requests) come before anything an agent wrote; the
+/// clarification, the reviewer's verdict and the implementer's summary follow, each quoted.
 fn pull_body(
     ctx: &Context,
     issue: u64,
@@ -197,30 +208,34 @@ fn pull_body(
     host_run: &str,
 ) -> Post {
     let mut body = format!(
-        "## What the implementer did\n\n{}\n\n## Review\n\n",
-        state.last_summary
-    );
-    let rounds = ctx.config.review.rounds;
-    body += &match &state.verdict {
-        Some(verdict) if verdict.approved => format!(
-            "The reviewer approved it (round {} of at most {rounds}):\n\n{}",
-            state.review_rounds, verdict.summary
-        ),
-        Some(verdict) => format!(
-            "### Outstanding findings\n\nThe reviewer did not approve it after {} round(s); this is open:\n\n{}",
-            state.review_rounds, verdict.summary
-        ),
-        None => "No reviewer verdict was recorded.".to_string(),
-    };
-    body += clarified;
-    body += host_run;
-    body += &blocked_section(ctx, WorkKey::Issue(issue));
-    body += &format!(
-        "\n\n## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.\n",
+        "## Checks\n\n{}\n\nCost so far: ${:.2} over {} implementer iteration(s). Opened by sandcastle `{}`.",
         gate_line(ctx, state),
         state.cost_usd,
         state.iterations,
         ctx.id
+    );
+    body += host_run;
+    body += &blocked_section(ctx, WorkKey::Issue(issue));
+    body += clarified;
+    body += "\n\n## Review\n\n";
+    let rounds = ctx.config.review.rounds;
+    body += &match &state.verdict {
+        Some(verdict) if verdict.approved => format!(
+            "The reviewer approved it (round {} of at most {rounds}). Its verdict, as it wrote it:\n\n{}",
+            state.review_rounds,
+            quote(&verdict.summary)
+        ),
+        Some(verdict) => format!(
+            "### Outstanding findings\n\nThe reviewer did not approve it after {} round(s); this is \
+             open, as it wrote it:\n\n{}",
+            state.review_rounds,
+            quote(&verdict.summary)
+        ),
+        None => "No reviewer verdict was recorded.".to_string(),
+    };
+    body += &format!(
+        "\n\n## What the implementer did\n\nIts summary, as it wrote it:\n\n{}\n",
+        quote(&state.last_summary)
     );
     Post::closing(issue, &body)
 }
@@ -241,16 +256,16 @@ fn blocked_section(ctx: &Context, key: WorkKey) -> String {
          `[sandbox] egress` in .sandcastle/config.toml if the work needs it:\n\n",
     );
     for request in blocked.iter().take(MAX_BLOCKED_LISTED) {
-        // The host is the agent's text: the proxy read it as a URI's host, so it has no spaces.
-        // A refused model API call is its method and a path of plain characters.
+        // The host and the refused call are the agent's text.
+        let host = format!("{}:{}", request.host, request.port);
         let call = request
             .call
             .as_ref()
-            .map_or(String::new(), |call| format!(" `{call}`"));
+            .map_or(String::new(), |call| format!(" {}", quote_inline(call)));
         section += &format!(
-            "- `{}:{}`{call} ({} time{})\n",
-            request.host,
-            request.port,
+            "- {}{call} ({} time{})
+",
+            quote_inline(&host),
             request.count,
             if request.count == 1 { "" } else { "s" }
         );
@@ -302,7 +317,10 @@ pub fn give_up(ctx: &Context, number: u64, state: &WorkState) -> Result<()> {
             state.counted_iterations()
         ),
     };
-    let body = format!("{why}. The agent's last summary:\n\n{}", state.last_summary);
+    let body = format!(
+        "{why}.\n\nThe agent's last summary, as it wrote it:\n\n{}",
+        quote(&state.last_summary)
+    );
     post_once(ctx, number, &marker, &body).map(|_| ())
 }
 

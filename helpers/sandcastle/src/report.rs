@@ -260,8 +260,8 @@ impl Report {
         total
     }
 
-    /// The table printed when the run ends.
-    pub fn summary_table(&self) -> String {
+    /// The table printed when the run ends, a row a line.
+    pub fn summary_table(&self) -> Vec<String> {
         fn row(
             work: &str,
             role: &str,
@@ -274,7 +274,6 @@ impl Report {
             format!("{work:<12} {role:<14} {iterations:>5} {input:>10} {output:>10} {cost:>9}  {outcome}")
                 .trim_end()
                 .to_string()
-                + "\n"
         }
         fn tally_row(work: &str, role: &str, t: &RoleTally, outcome: &str) -> String {
             let (input, output) = (
@@ -292,23 +291,24 @@ impl Report {
             )
         }
         let work = self.work.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = row(
+        let mut out = vec![row(
             "work",
             "role",
             "iter",
             ("in tok", "out tok"),
             "cost",
             "outcome",
-        );
+        )];
         for w in work.values() {
             for (role, t) in &w.roles {
-                out += &tally_row(&w.key, role, t, &w.outcome);
+                out.push(tally_row(&w.key, role, t, &w.outcome));
             }
             if w.roles.is_empty() {
-                out += &tally_row(&w.key, "-", &RoleTally::default(), &w.outcome);
+                out.push(tally_row(&w.key, "-", &RoleTally::default(), &w.outcome));
             }
         }
-        out + &tally_row("total", "", &Self::total(&work), "")
+        out.push(tally_row("total", "", &Self::total(&work), ""));
+        out
     }
 
     /// Writes `<dir>/run-<run id>.json` (again: it is replaced whole) and returns its path.
@@ -423,7 +423,7 @@ mod tests {
             "failed: the key [redacted] was refused"
         );
 
-        let table = report.summary_table();
+        let table = report.summary_table().join("\n");
         assert!(
             table.contains("issue #1     implementer        2"),
             "{table}"

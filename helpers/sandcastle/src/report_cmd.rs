@@ -238,13 +238,11 @@ fn percent(rate: Option<f64>) -> String {
     rate.map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0))
 }
 
-/// Text from a report or the forge, fit for one line of a terminal: control characters made
-/// spaces, at most `max` characters.
+/// Text from a report or the forge, fit for one line of a terminal: line breaks, controls and
+/// bidirectional controls escaped as the run's own lines have them (`progress::escape_controls`),
+/// at most `max` characters.
 fn one_line(text: &str, max: usize) -> String {
-    let clean: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let clean = sandcastle_core::progress::escape_controls(text);
     match clean.char_indices().nth(max.saturating_sub(1)) {
         Some((at, _)) if clean.chars().count() > max => format!("{}…", &clean[..at]),
         _ => clean,

@@ -64,8 +64,9 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
         timed_out |= summary.timed_out > 0;
         if !summary.unclear.is_empty() {
             finish(&ctx);
-            for guidance in &summary.unclear {
-                ctx.progress.note(guidance);
+            // sandcastle's guidance spans lines; each is one line of the view.
+            for line in summary.unclear.iter().flat_map(|guidance| guidance.lines()) {
+                ctx.progress.note(line);
             }
             return Ok(ExitCode::from(UNCLEAR));
         }

@@ -10,8 +10,9 @@ use sandcastle_core::role::Role;
 /// What the driver asks of a piece of work's sandbox.
 pub trait Sandboxed {
     /// One agent turn. `Err` means the machinery broke; an agent that failed is an `Ending`.
-    /// `relayed` gets each ask the agent makes while the turn runs (`relay.rs`), unchecked.
-    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome>;
+    /// `heard` gets each ask the agent makes while the turn runs (`relay.rs`), unchecked, and
+    /// each other event of its stream.
+    fn turn(&mut self, turn: &Turn, heard: &mut dyn FnMut(Heard)) -> Result<AgentOutcome>;
     /// The `[commands] check` steps, run by the orchestrator in the sandbox.
     fn gate(&mut self) -> Result<GateOutcome>;
     /// The agent's commits, brought into the work repository (the new tip), or refused.
@@ -24,6 +25,15 @@ pub trait Sandboxed {
 
 /// An ask relayed while a turn runs: its bytes, or why its record was refused.
 pub type Relayed = Result<Vec<u8>, String>;
+
+/// What the driver hears of a turn while it runs.
+pub enum Heard {
+    /// An ask the agent made.
+    Ask(Relayed),
+    /// Any other event of the turn's stream (a tool call, usage): the turn goes on, and an ask
+    /// revision held back by its pace may go out now.
+    Event,
+}
 
 pub struct Turn<'a> {
     pub role: Role,

@@ -8,7 +8,7 @@
 //! failed, and the next one gets a fresh one.
 //! Removed when dropped (on success, error or panic).
 use crate::context::Context;
-use crate::seam::{Relayed, Sandboxed, Turn};
+use crate::seam::{Heard, Sandboxed, Turn};
 use anyhow::Result;
 use sandcastle_core::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
 use sandcastle_core::ask;
@@ -156,7 +156,7 @@ impl<'a> WorkSandbox<'a> {
 
 impl Sandboxed for WorkSandbox<'_> {
     /// One agent run, shown live and tallied.
-    fn turn(&mut self, turn: &Turn, relayed: &mut dyn FnMut(Relayed)) -> Result<AgentOutcome> {
+    fn turn(&mut self, turn: &Turn, heard: &mut dyn FnMut(Heard)) -> Result<AgentOutcome> {
         let ctx = self.ctx;
         let key = self.key.to_string();
         let mut status = Status {
@@ -217,9 +217,10 @@ impl Sandboxed for WorkSandbox<'_> {
             match event {
                 AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
                 AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
-                AgentEvent::Ask(ask) => relayed(ask),
+                AgentEvent::Ask(ask) => return heard(Heard::Ask(ask)),
             }
             ctx.progress.update(&status);
+            heard(Heard::Event);
         })?;
         // What the API itself billed through the proxy, not what the agent's stream says.
         if let Some(proxy) = &self.proxy {

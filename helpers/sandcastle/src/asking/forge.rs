@@ -2,9 +2,9 @@
 //! comment, never posted twice), answered by a reply from a writer or a `[questions] responders`
 //! entry that answers every question, and edited to say who answered, through which channel and when.
 use crate::conversation::{Choice, Item, Outline, Replied, Subject};
-use crate::forge_thread::escape;
 use crate::state::{Answer, Channel};
 use jiff::Timestamp;
+use sandcastle_core::forge_text::quote_inline;
 use sandcastle_core::questions::{self, Questions};
 
 impl Subject for Questions {
@@ -70,7 +70,7 @@ impl Replied for Answer {
     fn line(&self) -> String {
         format!(
             "**Answered** by {} through {} at {}",
-            escape(&self.by),
+            quote_inline(&self.by),
             self.channel,
             self.at.strftime("%Y-%m-%d %H:%M:%S UTC"),
         )

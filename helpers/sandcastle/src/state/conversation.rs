@@ -35,6 +35,10 @@ pub struct Conversation<S, R> {
     /// The forge comment says who replied.
     #[serde(default)]
     pub marked: bool,
+    /// When a revision was last sent to its forge comment (posted or edited, or tried), which
+    /// paces the next (`outbox::publish`).
+    #[serde(default)]
+    pub posted_at: Option<Timestamp>,
 }
 
 /// A question the working agent (or the clarification before it) asked, waiting for its answer:

@@ -66,10 +66,10 @@ fn ask_comments(h: &Harness, issue: u64) -> Vec<String> {
 fn shows_the_decision(comment: &str) {
     for expected in [
         "asks for a **decision** and goes on working meanwhile",
-        "### Which driver?",
-        "The pool needs one.",
-        "1. **pg**: PostgreSQL client (the agent's recommendation)",
-        "2. **mysql2**: MySQL client",
+        "### `Which driver?`",
+        "```\nThe pool needs one.\n```",
+        "1. **`pg`**: `PostgreSQL client` (the agent's recommendation)",
+        "2. **`mysql2`**: `MySQL client`",
     ] {
         assert!(comment.contains(expected), "{expected:?} in {comment}");
     }
@@ -151,7 +151,11 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     );
     let asks = ask_comments(&h, issue);
     assert_eq!(asks.len(), 1);
-    assert!(asks[0].contains("**Answered** by carol at"), "{}", asks[0]);
+    assert!(
+        asks[0].contains("**Answered** by `carol` at"),
+        "{}",
+        asks[0]
+    );
     assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
     assert_eq!(state(&h, "issue-1")["told"].as_array().unwrap().len(), 1);
     let report = h.last_report();
@@ -225,6 +229,114 @@ fn an_ask_made_mid_turn_is_on_the_forge_while_the_turn_still_runs() {
     assert!(
         asked[0]["id"].as_str().unwrap().ends_with("/1") && asked[0]["askedAt"].is_string(),
         "the run report records the ask: {report}"
+    );
+}
+
+/// An agent that rewrites its ask 50 times in one turn: its comment is posted once and edited a
+/// few times, never once per revision (`outbox::ASK_EDIT_INTERVAL`); the last revision, held back
+/// by the pace, goes out with a later event of the same turn once the interval has passed, while
+/// the turn still runs (it waits for the test's go).
+#[test]
+fn fifty_revisions_in_one_turn_are_a_few_edits_of_one_comment_ending_with_the_last() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = harness(
+        &[
+            json!({"bash": "for i in $(seq 1 50); do sandcastle ask --kind ready --title \"Step $i of 50\" > /dev/null \
+                || exit 1; sleep 0.1; done; echo one > one.txt && git add one.txt && git commit -qm 'Steps'", "description": "ask fifty times"}),
+            json!({"bash": "sleep 11", "description": "work past the pace"}),
+            wait_for_go(),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let mut run = h.start_until(&["run", "--once"], "/tmp/waiting");
+    let ask = || -> Value {
+        let comments = h.get(&format!("/issues/{issue}/comments"));
+        let asks: Vec<Value> = comments
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["body"].as_str().unwrap().contains("<!-- sandcastle:ask "))
+            .cloned()
+            .collect();
+        assert_eq!(asks.len(), 1, "one comment: {asks:?}");
+        asks[0].clone()
+    };
+    // The turn cannot end before the go: whatever the comment shows now came during it.
+    let waited = std::time::Instant::now();
+    while !ask()["body"].as_str().unwrap().contains("`Step 50 of 50`") {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "the last revision is not on the forge while the turn runs: {}",
+            ask()["body"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    h.touch_in_sandbox("/tmp/go");
+    assert!(run.wait().unwrap().success());
+
+    let ask = ask();
+    let body = ask["body"].as_str().unwrap();
+    assert!(
+        body.contains("`Step 50 of 50`"),
+        "the last revision: {body}"
+    );
+    assert!(body.contains("_Revision 50: it replaces"), "{body}");
+    let edits = h.forge.received(&format!(
+        "PATCH /repos/{REPO}/issues/comments/{}",
+        ask["id"]
+    ));
+    assert!(
+        (1..=4).contains(&edits),
+        "posted once, then {edits} edit(s) for 49 more revisions"
+    );
+    assert_eq!(state(&h, "issue-1")["ask"]["subject"]["revision"], 50);
+    assert_eq!(h.pulls().len(), 1, "the agent went on to its pull request");
+}
+
+/// An ask whose title passes every rule of `ask::check` but carries a line separator, a forged
+/// log line and a right-to-left override: the run's output says it on one line of its own, the
+/// separator and the override escaped, so it forges no line and reorders none.
+#[test]
+fn an_asks_title_cannot_forge_or_reorder_a_line_of_the_runs_output() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let forged = "2026-01-01T00:00:00Z issue #1 pull request #9 opened, ready-for-human";
+    let title = format!("Pick one\u{2028}{forged}\u{202e}");
+    let h = harness(
+        &[
+            json!({"bash": format!("sandcastle ask --kind ready --title '{title}' > /dev/null \
+                && echo one > one.txt && git add one.txt && git commit -qm 'One'"), "description": "ask"}),
+            text(&format!("Done. {COMPLETE}")),
+        ],
+        &[],
+    );
+    h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains(['\u{2028}', '\u{202e}']),
+        "no separator or override reaches the output: {stderr}"
+    );
+    let said = format!(
+        "issue #1: the agent asks (ready, revision 1) and goes on: Pick one\\u{{2028}}{forged}\\u{{202e}}"
+    );
+    let lines = stderr_lines(&output);
+    assert_eq!(
+        lines.iter().filter(|line| line.ends_with(&said)).count(),
+        1,
+        "{said:?} on one line of {stderr}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|line| line.contains("pull request #9") && !line.ends_with(&said)),
+        "no line of its own: {stderr}"
     );
 }
 
@@ -442,7 +554,7 @@ fn an_answer_to_published_work_starts_a_pr_fixer_turn() {
             .map(String::as_str),
         Some("Switch to mysql2")
     );
-    assert!(ask_comments(&h, issue)[0].contains("**Answered** by carol"));
+    assert!(ask_comments(&h, issue)[0].contains("**Answered** by `carol`"));
 
     assert!(h.sandcastle(&["run", "--once"]).status.success());
     assert_eq!(

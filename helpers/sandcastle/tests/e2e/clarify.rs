@@ -144,7 +144,7 @@ fn two_rounds_of_one_question_then_work_and_the_answers_in_the_pull_request() {
         3,
         "the question, the answer, the next question: {comments:?}"
     );
-    assert!(comments[0].contains("**Answered** by carol through the forge"));
+    assert!(comments[0].contains("**Answered** by `carol` through the forge"));
     assert!(comments[2].contains("How should it log requests?"));
     assert!(comments[2].contains("question 2 of at most 5"));
     assert!(h.labels_of(issue).contains(&"needs-info".to_string()));
@@ -180,10 +180,10 @@ fn two_rounds_of_one_question_then_work_and_the_answers_in_the_pull_request() {
     let body = h.only_pull_body();
     for expected in [
         "## Clarification",
-        "1. Which port should it listen on?",
-        "Answered by carol through the forge: 8080",
-        "2. How should it log requests?",
-        "Answered by carol through the forge: plain text lines",
+        "Question 1, as the assessor asked it:\n\n```\nWhich port should it listen on?\n```",
+        "Answered by `carol` through the forge:\n\n```\n8080\n```",
+        "Question 2, as the assessor asked it:\n\n```\nHow should it log requests?\n```",
+        "Answered by `carol` through the forge:\n\n```\nplain text lines\n```",
     ] {
         assert!(body.contains(expected), "{expected:?} in {body}");
     }
@@ -328,7 +328,8 @@ fn with_nobody_to_ask_the_run_stops_with_exit_3_and_guidance() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     for expected in [
         "issue #1 \"Server\" is not clear enough to start work",
-        "What is missing:\n  - the port",
+        "What is missing:",
+        "Z   - the port",
         "The question to answer: Which port should it listen on?",
         "An example of a complete statement: The server listens on port 8080",
         "sandcastle run --yes",

@@ -110,9 +110,10 @@ fn files_the_host_runs_are_listed_in_the_pull_request() {
         .split_once("## Touches files sandcastle's host runs")
         .unwrap_or_else(|| panic!("no section: {body}"))
         .1;
+    let section = section.split("\n## ").next().unwrap();
     assert!(
-        section.contains("`.sandcastle/prompts/implement.md`, `flake.nix`."),
-        "{section}"
+        section.contains("\n```\n.sandcastle/prompts/implement.md\nflake.nix\n```"),
+        "in a code block: {section}"
     );
     assert!(!section.contains("work.txt") && !section.contains("ci.yml"));
 }

@@ -95,12 +95,12 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     let comments = h.comments_of(issue);
     assert_eq!(comments.len(), 1, "{comments:?}");
     for expected in [
-        "### Database driver choice",
-        "**Question 1: Which driver?**",
-        "&lt;b&gt;no&lt;/b&gt;",
-        "1. **pg**: PostgreSQL client",
-        "2. **mysql2**: MySQL client",
-        "**Question 2: Pool size?**",
+        "### `Database driver choice`",
+        "**Question 1: `Which driver?`**",
+        "<b>no</b>",
+        "1. **`pg`**: `PostgreSQL client`",
+        "2. **`mysql2`**: `MySQL client`",
+        "**Question 2: `Pool size?`**",
         "one line per question",
         "`2: because …`",
     ] {
@@ -160,7 +160,7 @@ fn a_maintainers_forge_reply_answers_and_the_work_goes_on() {
     assert!(!h.labels_of(issue).contains(&"needs-info".to_string()));
     let comments = h.comments_of(issue);
     assert!(
-        comments[0].contains("**Answered** by carol through the forge at"),
+        comments[0].contains("**Answered** by `carol` through the forge at"),
         "{comments:?}"
     );
     let report = h.last_report();
@@ -504,7 +504,7 @@ fn answered_with_provenance(h: &Harness, issue: u64, by: &str, channel: &str) {
     }
     let comments = h.comments_of(issue);
     assert!(
-        comments[0].contains(&format!("**Answered** by {by} through {channel} at")),
+        comments[0].contains(&format!("**Answered** by `{by}` through {channel} at")),
         "{comments:?}"
     );
 }

@@ -253,7 +253,7 @@ fn a_revert_names_the_merge_commit_or_the_head() {
 fn the_table_fits_100_columns_and_the_page_escapes_what_it_is_given() {
     let mut runs = runs();
     runs[1].work[2].gave_up = Some(format!(
-        "<script>alert(1)</script>\x1b[31m{}",
+        "<script>alert(1)</script>\x1b[31m\nforged line\u{2028}\u{202e}{}",
         "x".repeat(300)
     ));
     let mut facts = facts();
@@ -263,6 +263,8 @@ fn the_table_fits_100_columns_and_the_page_escapes_what_it_is_given() {
     for line in table.lines() {
         assert!(line.chars().count() <= 100, "{line}");
         assert!(!line.contains('\x1b'), "{line:?}");
+        assert!(!line.contains(['\u{2028}', '\u{202e}']), "{line:?}");
+        assert!(!line.starts_with("forged line"), "{line:?}");
     }
     assert!(table.contains("merge rate 50%"), "{table}");
     assert!(table.contains("cost per merged PR"), "{table}");
