@@ -21,6 +21,8 @@ pub struct Conversation {
     /// Whether the request offers the Bash tool: true for an agent's main loop,
     /// false for Claude Code's side requests (titles, summaries, quota probes).
     pub offers_bash: bool,
+    /// The names of the tools the request offers.
+    pub tools: Vec<String>,
 }
 
 impl Conversation {
@@ -55,14 +57,15 @@ impl Conversation {
             .collect::<Vec<_>>()
             .join("\n");
         let turn = assistant().count();
-        let offers_bash = body
+        let tools: Vec<String> = body
             .get("tools")
             .and_then(Value::as_array)
-            .is_some_and(|tools| {
-                tools
-                    .iter()
-                    .any(|tool| tool.get("name").and_then(Value::as_str) == Some("Bash"))
-            });
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool.get("name").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        let offers_bash = tools.iter().any(|name| name == "Bash");
         Ok(Conversation {
             model,
             prompt,
@@ -71,6 +74,7 @@ impl Conversation {
             turn,
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
             offers_bash,
+            tools,
         })
     }
 }
@@ -121,6 +125,7 @@ mod tests {
         assert_eq!(conversation.turn, 1);
         assert!(conversation.stream);
         assert!(conversation.offers_bash);
+        assert_eq!(conversation.tools, ["Read", "Bash"]);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub struct RecordedRequest {
     pub script: Option<usize>,
     /// Tokens reported in the answer.
     pub usage: Usage,
+    /// The names of the tools the request offered (`Bash`, `mcp__sandcastle__ask`, …).
+    pub tools: Vec<String>,
 }
 
 #[derive(Debug, Default)]

@@ -168,6 +168,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
         turn: conversation.turn,
         script: script_index,
         usage: reply.usage,
+        tools: conversation.tools.clone(),
     };
     state
         .records
