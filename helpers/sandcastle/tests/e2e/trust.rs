@@ -320,7 +320,10 @@ fn no_sandbox_holds_the_orchestrators_token() {
         json!([{"bash": RECORD_WHAT_THE_SANDBOX_SEES, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
         "Look around.",
     );
-    let reader = h.forge.add_user("reader-bot");
+    let reader = h.forge.add_user_with_scopes(
+        "reader-bot",
+        &["read:issue", "read:repository", "read:user"],
+    );
     h.write_env_with(&h.token, &format!("FORGEJO_AGENT_TOKEN={reader}\n"));
 
     let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
