@@ -8,6 +8,9 @@ pub struct Conversation {
     pub model: String,
     /// Text of the first user message, without Claude Code's `<system-reminder>` blocks.
     pub prompt: String,
+    /// Those `<system-reminder>` blocks of the first user message: the context Claude Code adds
+    /// (a project's `CLAUDE.md` among it).
+    pub reminders: String,
     /// Text of the last user message (a resumed session's new prompt), without reminders; empty
     /// when that message holds only tool results.
     pub latest: String,
@@ -36,10 +39,14 @@ impl Conversation {
             .get("messages")
             .and_then(Value::as_array)
             .ok_or("request body has no \"messages\" array")?;
-        let prompt = messages
+        let first = messages
             .iter()
-            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"));
+        let prompt = first
             .map(|message| prompt_text(message.get("content")))
+            .unwrap_or_default();
+        let reminders = first
+            .map(|message| reminder_text(message.get("content")))
             .unwrap_or_default();
         let latest = messages
             .iter()
@@ -69,6 +76,7 @@ impl Conversation {
         Ok(Conversation {
             model,
             prompt,
+            reminders,
             latest,
             said,
             turn,
@@ -83,15 +91,26 @@ impl Conversation {
 fn prompt_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|block| block.get("text").and_then(Value::as_str))
-            .filter(|text| !text.trim_start().starts_with("<system-reminder>"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+        _ => text_blocks(content, false),
     }
+}
+
+/// The `<system-reminder>` text blocks of a message `content`, one after another.
+fn reminder_text(content: Option<&Value>) -> String {
+    text_blocks(content, true)
+}
+
+fn text_blocks(content: Option<&Value>, reminders: bool) -> String {
+    let Some(Value::Array(blocks)) = content else {
+        return String::new();
+    };
+    blocks
+        .iter()
+        .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|block| block.get("text").and_then(Value::as_str))
+        .filter(|text| text.trim_start().starts_with("<system-reminder>") == reminders)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -116,6 +135,10 @@ mod tests {
         });
         let conversation = Conversation::from_body(&body).unwrap();
         assert_eq!(conversation.prompt, "-\nWork on issue #1\n");
+        assert_eq!(
+            conversation.reminders,
+            "<system-reminder>\nPlan agent\n</system-reminder>"
+        );
         assert_eq!(
             conversation.latest, "",
             "the last user message holds a tool result only"

@@ -8,6 +8,8 @@ pub struct RecordedRequest {
     pub model: String,
     /// The conversation's first user prompt (system reminders excluded).
     pub prompt: String,
+    /// The system reminders of that first user message (the context Claude Code adds).
+    pub reminders: String,
     /// The conversation's last user message (a resumed session's new prompt), reminders excluded.
     pub latest: String,
     /// What the assistant already said in the conversation.

@@ -163,6 +163,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
     let record = RecordedRequest {
         model: conversation.model.clone(),
         prompt: conversation.prompt.clone(),
+        reminders: conversation.reminders.clone(),
         latest: conversation.latest.clone(),
         said: conversation.said.clone(),
         turn: conversation.turn,
