@@ -5,9 +5,10 @@
 //! the hosted repository by `git merge-tree`, and merging them with a merge commit), reviews,
 //! commits, commit statuses and the combined status (Go's zero value for a commit without statuses))
 //! with Forgejo's behaviours, and each repository over
-//! git's smart HTTP through `git http-backend`. Every request and response is checked against
-//! Forgejo's swagger document; a mismatch answers 500 and is recorded, so a test can assert that
-//! [`FakeForge::schema_violations`] is empty.
+//! git's smart HTTP through `git http-backend`. Tokens carry Forgejo's scopes (`all` unless made
+//! with [`FakeForge::add_user_with_scopes`]), checked first on every API request. Every request
+//! and response is checked against Forgejo's swagger document; a mismatch answers 500 and is
+//! recorded, so a test can assert that [`FakeForge::schema_violations`] is empty.
 //!
 //! ```no_run
 //! let forge = fake_forge::FakeForge::start();
