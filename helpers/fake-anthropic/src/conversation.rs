@@ -8,6 +8,9 @@ pub struct Conversation {
     pub model: String,
     /// Text of the first user message, without Claude Code's `<system-reminder>` blocks.
     pub prompt: String,
+    /// Those `<system-reminder>` blocks of the first user message: the context Claude Code adds
+    /// (a project's `CLAUDE.md` among it).
+    pub reminders: String,
     /// Text of the last user message (a resumed session's new prompt), without reminders; empty
     /// when that message holds only tool results.
     pub latest: String,
@@ -21,6 +24,8 @@ pub struct Conversation {
     /// Whether the request offers the Bash tool: true for an agent's main loop,
     /// false for Claude Code's side requests (titles, summaries, quota probes).
     pub offers_bash: bool,
+    /// The names of the tools the request offers.
+    pub tools: Vec<String>,
 }
 
 impl Conversation {
@@ -34,10 +39,14 @@ impl Conversation {
             .get("messages")
             .and_then(Value::as_array)
             .ok_or("request body has no \"messages\" array")?;
-        let prompt = messages
+        let first = messages
             .iter()
-            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"));
+        let prompt = first
             .map(|message| prompt_text(message.get("content")))
+            .unwrap_or_default();
+        let reminders = first
+            .map(|message| reminder_text(message.get("content")))
             .unwrap_or_default();
         let latest = messages
             .iter()
@@ -55,22 +64,25 @@ impl Conversation {
             .collect::<Vec<_>>()
             .join("\n");
         let turn = assistant().count();
-        let offers_bash = body
+        let tools: Vec<String> = body
             .get("tools")
             .and_then(Value::as_array)
-            .is_some_and(|tools| {
-                tools
-                    .iter()
-                    .any(|tool| tool.get("name").and_then(Value::as_str) == Some("Bash"))
-            });
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool.get("name").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        let offers_bash = tools.iter().any(|name| name == "Bash");
         Ok(Conversation {
             model,
             prompt,
+            reminders,
             latest,
             said,
             turn,
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
             offers_bash,
+            tools,
         })
     }
 }
@@ -79,15 +91,26 @@ impl Conversation {
 fn prompt_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|block| block.get("text").and_then(Value::as_str))
-            .filter(|text| !text.trim_start().starts_with("<system-reminder>"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+        _ => text_blocks(content, false),
     }
+}
+
+/// The `<system-reminder>` text blocks of a message `content`, one after another.
+fn reminder_text(content: Option<&Value>) -> String {
+    text_blocks(content, true)
+}
+
+fn text_blocks(content: Option<&Value>, reminders: bool) -> String {
+    let Some(Value::Array(blocks)) = content else {
+        return String::new();
+    };
+    blocks
+        .iter()
+        .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|block| block.get("text").and_then(Value::as_str))
+        .filter(|text| text.trim_start().starts_with("<system-reminder>") == reminders)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -113,6 +136,10 @@ mod tests {
         let conversation = Conversation::from_body(&body).unwrap();
         assert_eq!(conversation.prompt, "-\nWork on issue #1\n");
         assert_eq!(
+            conversation.reminders,
+            "<system-reminder>\nPlan agent\n</system-reminder>"
+        );
+        assert_eq!(
             conversation.latest, "",
             "the last user message holds a tool result only"
         );
@@ -121,6 +148,7 @@ mod tests {
         assert_eq!(conversation.turn, 1);
         assert!(conversation.stream);
         assert!(conversation.offers_bash);
+        assert_eq!(conversation.tools, ["Read", "Bash"]);
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub struct RecordedRequest {
     pub model: String,
     /// The conversation's first user prompt (system reminders excluded).
     pub prompt: String,
+    /// The system reminders of that first user message (the context Claude Code adds).
+    pub reminders: String,
     /// The conversation's last user message (a resumed session's new prompt), reminders excluded.
     pub latest: String,
     /// What the assistant already said in the conversation.
@@ -18,6 +20,8 @@ pub struct RecordedRequest {
     pub script: Option<usize>,
     /// Tokens reported in the answer.
     pub usage: Usage,
+    /// The names of the tools the request offered (`Bash`, `mcp__sandcastle__ask`, …).
+    pub tools: Vec<String>,
 }
 
 #[derive(Debug, Default)]

@@ -171,11 +171,13 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
     let record = RecordedRequest {
         model: conversation.model.clone(),
         prompt: conversation.prompt.clone(),
+        reminders: conversation.reminders.clone(),
         latest: conversation.latest.clone(),
         said: conversation.said.clone(),
         turn: conversation.turn,
         script: script_index,
         usage: reply.usage,
+        tools: conversation.tools.clone(),
     };
     state
         .records

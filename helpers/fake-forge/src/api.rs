@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use tiny_http::{Header, Request, Response};
 
-use crate::auth::{authenticate, credentials};
+use crate::auth::{credentials, token_user};
 use crate::clock::now;
 use crate::git;
 use crate::records::Review;
@@ -101,10 +101,17 @@ fn serve(shared: &Shared, request: &Request, matched: &Matched, incoming: Incomi
         Ok(body) => body.unwrap_or(Value::Null),
         Err(e) => return violation(shared, format!("{where_}: {e:#}")),
     };
-    let caller = match authenticate(&shared.state(), &credentials(request)) {
-        Ok(caller) => caller,
+    // The token's scope is checked before anything else of the route, as Forgejo does.
+    let (caller, refusal) = match token_user(&shared.state(), &credentials(request)) {
+        Ok(user) => (
+            user.map(|u| u.login.clone()),
+            user.and_then(|u| u.scopes.refusal(incoming.method, &op.template)),
+        ),
         Err(reason) => return error_reply(shared, 401, &reason),
     };
+    if let Some(message) = refusal {
+        return error_reply(shared, 403, &message);
+    }
     let call = Call {
         shared,
         params: &matched.params,
@@ -138,6 +145,7 @@ fn dispatch(method: &str, template: &str, call: &Call) -> ApiResult<Reply> {
         ("GET", "/version") => version(),
         ("GET", "/user") => current_user(call),
         ("GET", "/repos/{owner}/{repo}") => get_repo(call),
+        ("POST", "/repos/migrate") => migrate(call),
         ("GET", "/repos/{owner}/{repo}/labels") => list_labels(call),
         ("POST", "/repos/{owner}/{repo}/labels") => create_label(call),
         ("GET", "/repos/{owner}/{repo}/issues") => list_issues(call),
@@ -180,6 +188,18 @@ fn current_user(call: &Call) -> ApiResult<Reply> {
     let login = call.caller()?;
     let state = call.shared.state();
     Ok(Reply::json(200, call.render().login(&state.users, login)))
+}
+
+/// Only Forgejo's refusal of a migration without a source or a name (its `binding:"Required"`,
+/// checked after the token's scope): the fake migrates nothing.
+fn migrate(call: &Call) -> ApiResult<Reply> {
+    call.caller()?;
+    for (field, go_name) in [("clone_addr", "CloneAddr"), ("repo_name", "RepoName")] {
+        if call.text(field).trim().is_empty() {
+            return Err(ApiError::invalid(format!("[{go_name}]: Required")));
+        }
+    }
+    Err(ApiError::new(501, "POST /repos/migrate of a repository"))
 }
 
 fn get_repo(call: &Call) -> ApiResult<Reply> {

@@ -2,7 +2,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use crate::state::State;
+use crate::state::{State, User};
 
 /// What the `Authorization` header says.
 pub enum Credentials {
@@ -48,11 +48,19 @@ pub fn credentials(request: &tiny_http::Request) -> Credentials {
 /// reason when they are wrong. Basic auth needs the login to match the token's owner (stricter
 /// than Forgejo, which would catch a misconfigured `FORGEJO_USER` in tests).
 pub fn authenticate(state: &State, credentials: &Credentials) -> Result<Option<String>, String> {
+    token_user(state, credentials).map(|user| user.map(|u| u.login.clone()))
+}
+
+/// The user (with the token's scopes) the credentials name, as [`authenticate`] judges them.
+pub fn token_user<'a>(
+    state: &'a State,
+    credentials: &Credentials,
+) -> Result<Option<&'a User>, String> {
     match credentials {
         Credentials::None => Ok(None),
         Credentials::Malformed => Err("malformed Authorization header".to_string()),
         Credentials::Token(token) => match state.user_by_token(token) {
-            Some(user) => Ok(Some(user.login.clone())),
+            Some(user) => Ok(Some(user)),
             None => Err("invalid token".to_string()),
         },
         Credentials::Basic { user, password } => {
@@ -60,10 +68,10 @@ pub fn authenticate(state: &State, credentials: &Credentials) -> Result<Option<S
             if (password.is_empty() || password == "x-oauth-basic")
                 && let Some(owner) = state.user_by_token(user)
             {
-                return Ok(Some(owner.login.clone()));
+                return Ok(Some(owner));
             }
             match state.user_by_token(password) {
-                Some(owner) if owner.login == *user => Ok(Some(owner.login.clone())),
+                Some(owner) if owner.login == *user => Ok(Some(owner)),
                 Some(_) => Err(format!("the token does not belong to user {user}")),
                 None => Err(format!("user {user}: invalid username, password or token")),
             }

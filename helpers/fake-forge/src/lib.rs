@@ -5,9 +5,10 @@
 //! the hosted repository by `git merge-tree`, and merging them with a merge commit), reviews,
 //! commits, commit statuses and the combined status (Go's zero value for a commit without statuses))
 //! with Forgejo's behaviours, and each repository over
-//! git's smart HTTP through `git http-backend`. Every request and response is checked against
-//! Forgejo's swagger document; a mismatch answers 500 and is recorded, so a test can assert that
-//! [`FakeForge::schema_violations`] is empty.
+//! git's smart HTTP through `git http-backend`. Tokens carry Forgejo's scopes (`all` unless made
+//! with [`FakeForge::add_user_with_scopes`]), checked first on every API request. Every request
+//! and response is checked against Forgejo's swagger document; a mismatch answers 500 and is
+//! recorded, so a test can assert that [`FakeForge::schema_violations`] is empty.
 //!
 //! ```no_run
 //! let forge = fake_forge::FakeForge::start();
@@ -24,6 +25,7 @@ mod git;
 mod git_http;
 mod records;
 mod render;
+mod scope;
 mod server;
 mod shared;
 mod state;
@@ -37,6 +39,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use clock::now;
 pub use records::{Comment, Issue, Label, Pull, Push, RefUpdate, Review, ReviewComment};
+pub use scope::Scopes;
 pub use shared::Fault;
 use shared::{NewPull, Shared};
 use state::{NewIssue, NewReview};
@@ -110,6 +113,16 @@ impl FakeForge {
         token
     }
 
+    /// Adds a user and returns a new API token for it with only `scopes` (like `read:issue`);
+    /// [`FakeForge::add_user`]'s tokens have every scope (`all`).
+    pub fn add_user_with_scopes(&self, login: &str, scopes: &[&str]) -> String {
+        let mut state = self.shared.state();
+        let token = format!("{:032x}{:08x}", random_u128(), state.users.len());
+        state.add_user(login, token.clone());
+        state.users.last_mut().expect("added above").scopes = Scopes::of(scopes);
+        token
+    }
+
     /// Another token of the existing user `login` (as a person may create several).
     pub fn add_token(&self, login: &str) -> Result<String> {
         let mut state = self.shared.state();
@@ -121,6 +134,7 @@ impl FakeForge {
             id,
             login: login.to_string(),
             token: token.clone(),
+            scopes: Scopes::all(),
         });
         Ok(token)
     }

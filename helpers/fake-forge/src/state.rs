@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::clock::now;
 use crate::records::{Comment, Label, Push, Review, ReviewComment};
+use crate::scope::Scopes;
 
 /// An error the API reports as `{"message": ...}` with an HTTP status.
 #[derive(Debug)]
@@ -33,6 +34,8 @@ pub struct User {
     pub id: i64,
     pub login: String,
     pub token: String,
+    /// What the token may do (`all` unless a test asked for fewer).
+    pub scopes: Scopes,
 }
 
 pub struct Repo {
@@ -164,6 +167,7 @@ impl State {
             id,
             login: login.to_string(),
             token,
+            scopes: Scopes::all(),
         });
     }
 

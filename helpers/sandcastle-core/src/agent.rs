@@ -117,8 +117,8 @@ pub enum AgentEvent<'a> {
     Ask(Result<Vec<u8>, String>),
 }
 
-/// Runs `claude --print --verbose --output-format stream-json --model M --dangerously-skip-permissions
-/// [--resume S] -p -` (a reasoning-only role: `--tools "" --max-turns N` instead of the permissions flag) in the sandbox with the prompt on stdin. An error result (`is_error: true`), an idle
+/// Runs `claude --print --verbose --output-format stream-json --model M --setting-sources user
+/// --strict-mcp-config --dangerously-skip-permissions [--resume S] -p -` (a reasoning-only role: `--tools "" --max-turns N` instead of the permissions flag) in the sandbox with the prompt on stdin. An error result (`is_error: true`), an idle
 /// timeout or a crash ends the turn as [`Ending::Failed`] with a clear message; `Err` is for broken
 /// machinery (Docker, the log directory). The transcript is saved either way, line by line as it streams.
 pub fn run(

@@ -13,7 +13,9 @@
 use std::time::Duration;
 
 mod history;
+mod scopes;
 pub use history::{BranchCommit, PullFate};
+pub use scopes::WriteScope;
 
 use crate::forge_text::Post;
 use crate::secrets::Redactor;
@@ -156,12 +158,15 @@ enum Method<'a> {
     /// An edit: its repeat changes nothing.
     Patch(Value),
     Delete,
+    /// A POST the forge refuses whatever the token may do (`scopes.rs`): sent once, and its 403
+    /// is an answer (the token lacks the scope), not a rejected token.
+    Probe(Value),
 }
 
 impl Method<'_> {
     fn attempts(&self) -> u32 {
         match self {
-            Method::Post(_) => 1,
+            Method::Post(_) | Method::Probe(_) => 1,
             Method::Get(_) | Method::IdempotentPost(_) | Method::Patch(_) | Method::Delete => {
                 ATTEMPTS
             }
@@ -593,6 +598,7 @@ impl Forge {
                 Method::IdempotentPost(redact_json(&self.redactor, body))
             }
             Method::Patch(body) => Method::Patch(redact_json(&self.redactor, body)),
+            Method::Probe(body) => Method::Probe(redact_json(&self.redactor, body)),
             other => other,
         };
         let attempts = method.attempts();
@@ -627,7 +633,7 @@ impl Forge {
                 .header("Authorization", &auth)
                 .query_pairs(query.iter().copied())
                 .call(),
-            Method::Post(body) | Method::IdempotentPost(body) => self
+            Method::Post(body) | Method::IdempotentPost(body) | Method::Probe(body) => self
                 .agent
                 .post(&url)
                 .header("Authorization", &auth)
@@ -645,7 +651,8 @@ impl Forge {
         };
         let mut response = result.map_err(|e| self.unreachable(&e))?;
         let status = response.status().as_u16();
-        if matches!(status, 401 | 403) {
+        let answers = status == 403 && matches!(method, Method::Probe(_));
+        if matches!(status, 401 | 403) && !answers {
             bail!(
                 "the forge rejected {} (HTTP {status}) at {}: check the token in .sandcastle/.env",
                 self.token_name,

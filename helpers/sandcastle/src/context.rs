@@ -109,9 +109,9 @@ impl Settings {
 
     /// `FORGEJO_AGENT_TOKEN` with the login the forge says it belongs to, or `None` when the project
     /// gives sandboxes no forge access. Refused (a `ConfigError`, one line naming the key): the
-    /// orchestrator's own token or login (what the agent posted would count as sandcastle's own), or
-    /// a login that may push to the repository (the repository's `permissions` as that token sees
-    /// them).
+    /// orchestrator's own token or login (what the agent posted would count as sandcastle's own), a
+    /// login that may push to the repository (the repository's `permissions` as that token sees
+    /// them), or a token with a write scope (`Forge::write_scopes`, which writes nothing).
     pub fn agent_login(&self, creds: &Credentials, login: &str) -> Result<Option<Credentials>> {
         let Some(token) = self
             .env
@@ -123,7 +123,8 @@ impl Settings {
         let refuse = |why: String| -> anyhow::Error {
             ConfigError(format!(
                 "FORGEJO_AGENT_TOKEN {why}; give sandboxes a token of another login with read access \
-                 only to {}, or remove FORGEJO_AGENT_TOKEN from .sandcastle/.env",
+                 only to {}, with only the scopes read:issue, read:repository and read:user, or \
+                 remove FORGEJO_AGENT_TOKEN from .sandcastle/.env",
                 self.config.repo
             ))
             .into()
@@ -145,6 +146,15 @@ impl Settings {
         if forge.can_push()? {
             return Err(refuse(format!(
                 "belongs to {user}, who may push to the repository"
+            )));
+        }
+        let writes = forge.write_scopes()?;
+        if !writes.is_empty() {
+            let names: Vec<String> = writes.iter().map(ToString::to_string).collect();
+            let noun = if names.len() == 1 { "scope" } else { "scopes" };
+            return Err(refuse(format!(
+                "belongs to {user} and has the {noun} {}: the agent could write on the forge",
+                names.join(", ")
             )));
         }
         Ok(Some(Credentials { user, token }))

@@ -177,7 +177,8 @@ fn a_new_project_from_the_template_up_to_doctor() {
     assert!(!stdout.contains(&token), "the token is never printed");
 
     // With one, tea is needed, and the test image has none: said plainly, with the fix.
-    let reader = forge.add_user("reader");
+    let reader =
+        forge.add_user_with_scopes("reader", &["read:issue", "read:repository", "read:user"]);
     std::fs::write(
         dir.join(".sandcastle/.env"),
         format!(

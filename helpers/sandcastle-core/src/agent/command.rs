@@ -93,9 +93,16 @@ fn run_agent_args(session_in_container: &str, known_tip: &str) -> Vec<String> {
     .into()
 }
 
-/// `claude --print --verbose --output-format stream-json --model M`, then the role's tools: a
-/// reasoning-only role gets no tools and a few turns; the others work in the sandbox, with
-/// `sandcastle mcp`'s `ask` tool besides the command.
+/// Claude Code's settings come from `$HOME` only, which no other role wrote (a role with tools
+/// never takes over another's container), and its MCP servers from sandcastle's `--mcp-config`
+/// only: the checkout's `.claude/` (settings, local settings, hooks, commands, agents, skills),
+/// `.mcp.json` and `CLAUDE.md`, which an earlier role committed, configure nothing (checked with
+/// Claude Code 2.1.197). A reasoning-only role gets these too: hooks run without tools.
+const SANDCASTLE_SETTINGS_ONLY: [&str; 3] = ["--setting-sources", "user", "--strict-mcp-config"];
+
+/// `claude --print --verbose --output-format stream-json --model M`, sandcastle's settings only,
+/// then the role's tools: a reasoning-only role gets no tools and a few turns; the others work in
+/// the sandbox, with `sandcastle mcp`'s `ask` tool besides the command.
 fn claude_args(run: &AgentRun) -> Vec<String> {
     let mut args: Vec<String> = [
         "claude",
@@ -108,6 +115,7 @@ fn claude_args(run: &AgentRun) -> Vec<String> {
     ]
     .map(String::from)
     .into();
+    args.extend(SANDCASTLE_SETTINGS_ONLY.map(String::from));
     match run.role.max_turns() {
         Some(turns) => {
             args.extend(["--tools", "", "--max-turns", &turns.to_string()].map(String::from))
@@ -170,6 +178,9 @@ mod tests {
                 "stream-json",
                 "--model",
                 "claude-sonnet-4-6",
+                "--setting-sources",
+                "user",
+                "--strict-mcp-config",
                 "--dangerously-skip-permissions",
                 "--mcp-config",
                 &mcp,
@@ -194,6 +205,9 @@ mod tests {
         assert_eq!(
             args[7..],
             [
+                "--setting-sources",
+                "user",
+                "--strict-mcp-config",
                 "--tools",
                 "",
                 "--max-turns",

@@ -416,8 +416,10 @@ fn escapes_in_a_tool_command_never_reach_the_terminal() {
     assert_eq!(h.pulls().len(), 2);
 }
 
-/// `FORGEJO_AGENT_TOKEN` of a login that may push, or another token of the orchestrator's own
-/// login: each is refused at start with one line naming the key, exit 2, before anything runs.
+/// `FORGEJO_AGENT_TOKEN` of a login that may push, another token of the orchestrator's own login,
+/// or a token of a login that may not push but whose scopes let it write (a comment through `tea`,
+/// a fork and a pull request): each is refused at start with one line naming the key, exit 2,
+/// before anything runs, and `doctor` says the same. A token with read-only scopes is accepted.
 #[test]
 fn an_agent_token_that_can_push_or_is_the_orchestrators_login_is_refused_at_start() {
     let Some(_docker) = docker_or_skip() else {
@@ -429,6 +431,11 @@ fn an_agent_token_that_can_push_or_is_the_orchestrators_login_is_refused_at_star
         .add_collaborator(harness::REPO, "writer-bot", "write")
         .unwrap();
     let second_of_alice = h.forge.add_token(harness::OWNER).unwrap();
+    let commenter = h.forge.add_user_with_scopes(
+        "commenter-bot",
+        &["write:issue", "read:repository", "read:user"],
+    );
+    let forker = h.forge.add_user("forker-bot");
     for (token, says) in [
         (
             writer.as_str(),
@@ -437,6 +444,14 @@ fn an_agent_token_that_can_push_or_is_the_orchestrators_login_is_refused_at_star
         (
             second_of_alice.as_str(),
             "belongs to alice, the orchestrator's own login",
+        ),
+        (
+            commenter.as_str(),
+            "belongs to commenter-bot and has the scope write:issue",
+        ),
+        (
+            forker.as_str(),
+            "belongs to forker-bot and has the scopes write:issue, write:repository",
         ),
     ] {
         h.write_env_with(&h.token, &format!("FORGEJO_AGENT_TOKEN={token}\n"));
@@ -448,14 +463,29 @@ fn an_agent_token_that_can_push_or_is_the_orchestrators_login_is_refused_at_star
             lines[0].starts_with("sandcastle: FORGEJO_AGENT_TOKEN ") && lines[0].contains(says),
             "{lines:?}"
         );
+        assert!(
+            lines[0].contains("read:issue, read:repository and read:user"),
+            "the fix: {lines:?}"
+        );
         assert!(!lines[0].contains(token) && !lines[0].contains(&h.token));
+        let doctor = h.sandcastle(&["doctor"]);
+        let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+        assert!(
+            said.lines()
+                .any(|l| l.starts_with("FAIL") && l.contains("sandboxes") && l.contains(says)),
+            "{said}"
+        );
     }
     assert!(h.anthropic.requests().is_empty(), "no agent ran");
     assert!(h.containers().is_empty());
     assert!(h.comments_of(1).is_empty() && h.pulls().is_empty());
+    assert_eq!(h.forge.schema_violations(), Vec::<String>::new());
 
     // A read-only login of its own is accepted.
-    let reader = h.forge.add_user("reader-bot");
+    let reader = h.forge.add_user_with_scopes(
+        "reader-bot",
+        &["read:issue", "read:repository", "read:user"],
+    );
     h.write_env_with(&h.token, &format!("FORGEJO_AGENT_TOKEN={reader}\n"));
     let accepted = h.sandcastle(&["run", "--issue", "1"]);
     assert!(accepted.status.success());
