@@ -18,6 +18,8 @@ step "cargo fmt --check"
 cargo fmt --all --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "cargo doc (rustdoc warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 step "Nix checks (offline)"
 bash checks/nix/test.sh
 step "the user guide (mdbook build; its links are checked by tests/guide.rs)"
