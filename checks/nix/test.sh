@@ -128,7 +128,7 @@ helpers_package() {
   nixf eval --json "${overrides[@]}" "git+file://$repo#packages.x86_64-linux.helpers.standIn.arguments" \
     --apply 'a: { inherit (a) pname env postInstall doInstallCheck; src = builtins.attrNames (builtins.readDir a.src); lock = baseNameOf a.cargoLock.lockFile; doCheck = a.doCheck or true; }' |
     jq -e '
-      (.src | sort) == ["Cargo.lock", "Cargo.toml", "helpers", "prompts", "templates"]
+      (.src | sort) == ["ARCHITECTURE.md", "Cargo.lock", "Cargo.toml", "README.md", "docs", "helpers", "prompts", "templates"]
       and .env.SANDCASTLE_SKIP_DOCKER_TESTS == "1" and .env.SANDCASTLE_SKIP_NIX_TESTS == "1"
       and .env.SANDCASTLE_SKIP_BROWSER_TESTS == "1"
       and (.lock | endswith("Cargo.lock"))

@@ -1,4 +1,5 @@
-//! The values a config gets for the keys it omits (documented in the README's config reference).
+//! The values a config gets for the keys it omits (the rows of `read::KEYS` show them in the
+//! configuration reference, and a test holds them to these).
 use std::time::Duration;
 
 use crate::{Autopilot, Clarify, Handler, Models, Network, Questions, Sandbox};

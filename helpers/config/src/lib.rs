@@ -10,6 +10,7 @@ mod forge;
 mod image;
 mod mounts;
 mod read;
+pub mod reference;
 mod source;
 mod suggest;
 

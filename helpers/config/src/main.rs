@@ -17,10 +17,17 @@ struct Args {
     /// The config file.
     #[arg(default_value = sandcastle_config::DEFAULT_PATH)]
     path: PathBuf,
+    /// Print the reference of every key (table, type, default, example, meaning) as Markdown
+    /// instead, reading no file.
+    #[arg(long, conflicts_with = "path")]
+    reference: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.reference {
+        return print(sandcastle_config::reference::markdown());
+    }
     let config = match sandcastle_config::load(&args.path) {
         Ok(config) => config,
         Err(error) => {
@@ -28,10 +35,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let written = serde_json::to_writer_pretty(std::io::stdout().lock(), &config)
-        .map_err(std::io::Error::from)
-        .and_then(|()| std::io::stdout().write_all(b"\n"));
-    match written {
+    let json = serde_json::to_string_pretty(&config).expect("a Config serialises");
+    print(json + "\n")
+}
+
+fn print(text: String) -> ExitCode {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("load-config: cannot write to stdout: {error}");

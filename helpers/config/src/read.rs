@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use toml_edit::{Item, TableLike, Value};
 
+use self::Omitted::{Otherwise, Same};
 use crate::source::Source;
 use crate::{
     Budget, Cluster, Commands, Config, ConfigError, Egress, Handler, Network, Publish, Review,
@@ -14,11 +15,17 @@ use crate::{
 
 /// Top-level keys read by hand before [`KEYS`], in this order (a config wrong in several fails on
 /// the first, as `nix/imageArgsFromConfig.nix` does): `repo` and `forgeHost` are required, and the
-/// default `imageName` is made from `repo`.
-const IDENTITY_KEYS: &[&str] = &["repo", "forgeHost", "imageName"];
+/// default `imageName` is made from `repo`. Each with the type and meaning the reference shows.
+#[rustfmt::skip]
+pub(crate) const IDENTITY_KEYS: &[Identity] = &[
+    //        key          type                example                 default
+    identity("repo",      "`\"owner/name\"`", "\"owner/name\"",        Omitted::Required,                                          "the Forgejo repository the loop works on"),
+    identity("forgeHost", "string",           "\"forge.example.dev\"", Omitted::Required,                                          "a host (`\"forge.example.dev\"`, meaning HTTPS) or a base URL for a forge on a port or plain HTTP (`\"http://127.0.0.1:3000\"`); no path. Resolves to `forgeUrl`; pushes go to `<forgeUrl>/<owner>/<repo>.git`"),
+    identity("imageName", "string",           "\"sandcastle:name\"",   Omitted::Otherwise("`\"sandcastle:<name part of repo>\"`"), "the Docker image of the sandboxes; checked as Docker reads a reference (`[registry[:port]/]path[:tag]`, lower-case path, no digest), so a name Docker would refuse fails here"),
+];
 
 /// The `[tables]` of the file, in the order their shape and keys are checked.
-const SECTIONS: &[&str] = &[
+pub(crate) const SECTIONS: &[&str] = &[
     "models",
     "commands",
     "sandbox",
@@ -32,70 +39,155 @@ const SECTIONS: &[&str] = &[
 ];
 
 /// Every other key, one row each: its table (`""`: the top level), its name, the value an error's
-/// fix shows, and how its value is read and checked ([`As`]) with where it is stored. A key that is
-/// absent keeps its default. Rows are read in this order and the first bad value is the error; a
-/// table's keys are listed in this order in the "known keys" of an error.
+/// fix shows, its value when omitted ([`Omitted`]), how its value is read and checked ([`As`], which
+/// also names its type) with where it is stored, and what it means (Markdown, as the configuration
+/// reference shows it). A key that is absent keeps its default. Rows are read in this order and the
+/// first bad value is the error; a table's keys are listed in this order in the "known keys" of an
+/// error and in the reference.
 #[rustfmt::skip]
-const KEYS: &[Key] = &[
-    //  table        key                     example in errors          read as, and stored in
-    key("",          "maxIterations",        "5",                       As::Count(|c, v| c.max_iterations = v)),
-    key("",          "maxConcurrency",       "1",                       As::Count(|c, v| c.max_concurrency = v)),
-    key("",          "idleTimeout",          "\"10m\"",                 As::Duration(|c, v| c.idle_timeout = v)),
-    key("",          "pollInterval",         "\"1m\"",                  As::Duration(|c, v| c.poll_interval = v)),
-    key("models",    "planner",              "\"claude-opus-4-8\"",     As::Word(|c, v| c.models.planner = v)),
-    key("models",    "implementer",          "\"claude-sonnet-4-6\"",   As::Word(|c, v| c.models.implementer = v)),
-    key("models",    "reviewer",             "\"claude-opus-4-8\"",     As::Word(|c, v| c.models.reviewer = v)),
-    key("models",    "prFixer",              "\"claude-sonnet-4-6\"",   As::Word(|c, v| c.models.pr_fixer = v)),
-    key("models",    "assessor",             "\"claude-sonnet-4-6\"",   As::Word(|c, v| c.models.assessor = v)),
-    key("commands",  "check",                "[[\"cargo\", \"test\"]]", As::Steps(|c, v| c.commands.check = v)),
-    key("commands",  "fmt",                  "[[\"cargo\", \"fmt\"]]",  As::Steps(|c, v| c.commands.fmt = v)),
-    key("sandbox",   "network",              "\"none\"",                As::Network(|c, v| c.sandbox.network = v)),
-    key("sandbox",   "memory",               "\"4g\"",                  As::Memory(|c, v| c.sandbox.memory = v)),
-    key("sandbox",   "pidsLimit",            "1024",                    As::Count(|c, v| c.sandbox.pids_limit = v)),
-    key("sandbox",   "mounts",               "[\"/srv/cache:/cache\"]", As::Mounts(|c, v| c.sandbox.mounts = v)),
-    key("sandbox",   "turnTimeout",          "\"60m\"",                 As::Duration(|c, v| c.sandbox.turn_timeout = v)),
-    key("sandbox",   "egress",               "[\"index.crates.io\", \"*.example.com:8443\"]", As::Egress(|c, v| c.sandbox.egress = v)),
-    key("budget",    "maxCostPerIssue",      "5.0",                     As::Dollars(|c, v| c.budget.max_cost_per_issue = Some(v))),
-    key("budget",    "maxCostPerRun",        "50",                      As::Dollars(|c, v| c.budget.max_cost_per_run = Some(v))),
-    key("cluster",   "id",                   "\"build-host-1\"",        As::Word(|c, v| c.cluster.id = Some(v))),
-    key("cluster",   "leaseTtl",             "\"10m\"",                 As::Duration(|c, v| c.cluster.lease_ttl = v)),
-    key("review",    "rounds",               "2",                       As::Count(|c, v| c.review.rounds = v)),
-    key("questions", "enabled",              "true",                    As::Boolean(|c, v| c.questions.enabled = v)),
-    key("questions", "pollBackoff",          "[\"5m\", \"15m\", \"30m\", \"1h\"]", As::Durations(|c, v| c.questions.poll_backoff = v)),
-    key("questions", "timeout",              "\"24h\"",                 As::Duration(|c, v| c.questions.timeout = v)),
-    key("questions", "responders",           "[\"alice\"]",             As::Logins(|c, v| c.questions.responders = v)),
-    key("questions", "handlers",             "[\"terminal\", \"forge\"]", As::Handlers(|c, v| c.questions.handlers = v)),
-    key("questions", "command",              "[\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]", As::Argv(|c, v| c.questions.command = Some(v))),
-    key("clarify",   "enabled",              "true",                    As::Boolean(|c, v| c.clarify.enabled = v)),
-    key("clarify",   "threshold",            "0.8",                     As::Fraction(|c, v| c.clarify.threshold = v)),
-    key("clarify",   "maxRounds",            "5",                       As::Count(|c, v| c.clarify.max_rounds = v)),
-    key("clarify",   "timeout",              "\"180s\"",                As::Duration(|c, v| c.clarify.timeout = v)),
-    key("autopilot", "enabled",              "true",                    As::Boolean(|c, v| c.autopilot.enabled = v)),
-    key("autopilot", "ciRounds",             "2",                       As::Count(|c, v| c.autopilot.ci_rounds = v)),
-    key("autopilot", "conflictRounds",       "2",                       As::Count(|c, v| c.autopilot.conflict_rounds = v)),
-    key("publish",   "allowWorkflowChanges", "true",                    As::Boolean(|c, v| c.publish.allow_workflow_changes = v)),
+pub(crate) const KEYS: &[Key] = &[
+    //  table        key                     example in errors          when omitted                          read as, and stored in
+    key("",          "maxIterations",        "5",                       Same("5"),                            As::Count(|c, v| c.max_iterations = v),
+        "implementer (and pr-fixer) iterations before the work is given up; an iteration whose claim of completion the gate refutes counts"),
+    key("",          "maxConcurrency",       "1",                       Same("1"),                            As::Count(|c, v| c.max_concurrency = v),
+        "pieces of work at the same time; a pass works through the planner's issues this many at a time, starting the next as soon as one finishes"),
+    key("",          "idleTimeout",          "\"10m\"",                 Same("\"10m\""),                      As::Duration(|c, v| c.idle_timeout = v),
+        "an agent silent this long fails its iteration"),
+    key("",          "pollInterval",         "\"1m\"",                  Same("\"1m\""),                       As::Duration(|c, v| c.poll_interval = v),
+        "the wait after a pass that found nothing to do"),
+    key("models",    "planner",              "\"claude-opus-4-8\"",     Same("\"claude-opus-4-8\""),          As::Word(|c, v| c.models.planner = v),
+        "the planner's model; a partial `[models]` keeps the defaults for the roles it leaves out"),
+    key("models",    "implementer",          "\"claude-sonnet-4-6\"",   Same("\"claude-sonnet-4-6\""),        As::Word(|c, v| c.models.implementer = v),
+        "the implementer's model"),
+    key("models",    "reviewer",             "\"claude-opus-4-8\"",     Same("\"claude-opus-4-8\""),          As::Word(|c, v| c.models.reviewer = v),
+        "the reviewer's model"),
+    key("models",    "prFixer",              "\"claude-sonnet-4-6\"",   Same("\"claude-sonnet-4-6\""),        As::Word(|c, v| c.models.pr_fixer = v),
+        "the pr-fixer's model"),
+    key("models",    "assessor",             "\"claude-sonnet-4-6\"",   Same("\"claude-sonnet-4-6\""),        As::Word(|c, v| c.models.assessor = v),
+        "the model that scores an issue's completeness before work starts ([clarifying](asking.md#clarifying-an-issue-before-work-starts))"),
+    key("commands",  "check",                "[[\"cargo\", \"test\"]]", Same("[[\"cargo\", \"fmt\", \"--check\"], [\"cargo\", \"clippy\", \"--all-targets\", \"--\", \"-D\", \"warnings\"], [\"cargo\", \"test\"]]"), As::Steps(|c, v| c.commands.check = v),
+        "the steps of `check`, run in order without a shell from the project root; the first failure stops. Also [the gate](pull-requests.md#the-gate) sandcastle runs on the commit it would push when an agent says it is done (in a fresh container with a build cache of its own; sandcastle pushes exactly the commit the gate last ran on). `[]` means no gate"),
+    key("commands",  "fmt",                  "[[\"cargo\", \"fmt\"]]",  Same("[[\"cargo\", \"clippy\", \"--fix\", \"--allow-dirty\", \"--allow-staged\", \"--\", \"-D\", \"warnings\"], [\"cargo\", \"fmt\"]]"), As::Steps(|c, v| c.commands.fmt = v),
+        "the steps of `fmt`"),
+    key("sandbox",   "network",              "\"none\"",                Same("\"none\""),                     As::Network(|c, v| c.sandbox.network = v),
+        "`docker run --network`. `\"none\"`: loopback only, the model and the `egress` hosts through sandcastle's proxy; `\"bridge\"` and `\"host\"` give the sandbox direct network access (the start line and `doctor` say so; the model key stays on the host all the same). See [the network](network.md)"),
+    key("sandbox",   "memory",               "\"4g\"",                  Same("\"4g\""),                       As::Memory(|c, v| c.sandbox.memory = v),
+        "`docker run --memory`"),
+    key("sandbox",   "pidsLimit",            "1024",                    Same("1024"),                         As::Count(|c, v| c.sandbox.pids_limit = v),
+        "`docker run --pids-limit`"),
+    key("sandbox",   "mounts",               "[\"/srv/cache:/cache\"]", Same("[]"),                           As::Mounts(|c, v| c.sandbox.mounts = v),
+        "extra mounts, always read-only; `/`, the Docker socket (or `/run`, `/var/run`) and the project's `.sandcastle/` (or a directory holding it) are refused, also through links"),
+    key("sandbox",   "turnTimeout",          "\"60m\"",                 Same("\"60m\""),                      As::Duration(|c, v| c.sandbox.turn_timeout = v),
+        "the longest an agent turn, or one gate step, may run, output or not; it is then stopped and fails with one line saying so"),
+    key("sandbox",   "egress",               "[\"index.crates.io\", \"*.example.com:8443\"]", Same("[]"),    As::Egress(|c, v| c.sandbox.egress = v),
+        "the hosts a sandbox may reach through the proxy (`HTTPS_PROXY`/`HTTP_PROXY`); without a port, 443 and 80. The forge is added when sandboxes have a `FORGEJO_AGENT_TOKEN`; the Rust template allows `index.crates.io` and `static.crates.io`. See [egress](network.md#egress)"),
+    key("budget",    "maxCostPerIssue",      "5.0",                     Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_issue = Some(v)),
+        "what the model proxy metered from the API's own answers: checked before every agent turn (a piece of work that has cost this much stops with one comment, like work given up), and by the proxy before every model request (past it, the request gets an error Claude Code shows, which ends the turn)"),
+    key("budget",    "maxCostPerRun",        "50",                      Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_run = Some(v)),
+        "the same for the whole run: the work in hand stops with one comment saying a later run goes on, and the run ends"),
+    key("cluster",   "id",                   "\"build-host-1\"",        Otherwise("host name and process id"), As::Word(|c, v| c.cluster.id = Some(v)),
+        "this orchestrator's name in its claims, comments, logs and run report ([several hosts](hosts.md))"),
+    key("cluster",   "leaseTtl",             "\"10m\"",                 Same("\"10m\""),                      As::Duration(|c, v| c.cluster.lease_ttl = v),
+        "how long a claim holds without renewal; a crashed orchestrator's work is free for another after it"),
+    key("review",    "rounds",               "2",                       Same("2"),                            As::Count(|c, v| c.review.rounds = v),
+        "how many times the reviewer may send an issue's work back with findings; after the last round the pull request opens with the findings under \"Outstanding findings\""),
+    key("questions", "enabled",              "true",                    Otherwise("`true` with the table, `false` without it"), As::Boolean(|c, v| c.questions.enabled = v),
+        "teach agents the `<questions>` signal and wait for a person's answer (see [questions to a person](asking.md#questions-to-a-person))"),
+    key("questions", "pollBackoff",          "[\"5m\", \"15m\", \"30m\", \"1h\"]", Same("[\"5m\", \"15m\", \"30m\", \"1h\"]"), As::Durations(|c, v| c.questions.poll_backoff = v),
+        "the waits between reads of a waiting question's issue comments; the last repeats"),
+    key("questions", "timeout",              "\"24h\"",                 Same("\"24h\""),                      As::Duration(|c, v| c.questions.timeout = v),
+        "a question unanswered this long is recorded as a timeout in the run report and said once on the issue"),
+    key("questions", "responders",           "[\"alice\"]",             Same("[]"),                           As::Logins(|c, v| c.questions.responders = v),
+        "logins whose replies count besides those with write access"),
+    key("questions", "handlers",             "[\"terminal\", \"forge\"]", Same("[\"terminal\", \"forge\"]"), As::Handlers(|c, v| c.questions.handlers = v),
+        "where an agent's question goes; a handler that cannot reach a person in a run (no terminal, `run --once`, no `command`) is skipped with one line"),
+    key("questions", "command",              "[\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]", Otherwise("none"), As::Argv(|c, v| c.questions.command = Some(v)),
+        "the `command` handler's program and arguments: the question as JSON on stdin, the answer as JSON on stdout ([its JSON](asking.md#the-question-commands-json-version-1))"),
+    key("clarify",   "enabled",              "true",                    Otherwise("`true` with the table, `false` without it"), As::Boolean(|c, v| c.clarify.enabled = v),
+        "assess each issue before work starts (`sandcastle run --yes` skips it for one run)"),
+    key("clarify",   "threshold",            "0.8",                     Same("0.8"),                          As::Fraction(|c, v| c.clarify.threshold = v),
+        "the completeness from which an issue starts at once; below it, one question a round"),
+    key("clarify",   "maxRounds",            "5",                       Same("5"),                            As::Count(|c, v| c.clarify.max_rounds = v),
+        "questions asked at most before work starts anyway, with its assumptions in the pull request"),
+    key("clarify",   "timeout",              "\"180s\"",                Same("\"180s\""),                     As::Duration(|c, v| c.clarify.timeout = v),
+        "an assessment still running after this is stopped; it counts as degraded and work starts"),
+    key("autopilot", "enabled",              "true",                    Same("true"),                         As::Boolean(|c, v| c.autopilot.enabled = v),
+        "keep sandcastle's own `ready-for-human` pull requests green: a failing CI status or a merge conflict goes back to the pr-fixer (see [pull requests that keep themselves green](pull-requests.md#pull-requests-that-keep-themselves-green))"),
+    key("autopilot", "ciRounds",             "2",                       Same("2"),                            As::Count(|c, v| c.autopilot.ci_rounds = v),
+        "rounds that fix a failing CI status, per pull request; past them one comment asks a person"),
+    key("autopilot", "conflictRounds",       "2",                       Same("2"),                            As::Count(|c, v| c.autopilot.conflict_rounds = v),
+        "rounds that merge the default branch into a conflicting pull request, per pull request; past them one comment asks a person"),
+    key("publish",   "allowWorkflowChanges", "true",                    Same("false"),                        As::Boolean(|c, v| c.publish.allow_workflow_changes = v),
+        "push changes to what CI runs (`.forgejo/`, `.gitea/`, `.github/` `workflows/` and `actions/`, any `action.yml`), judged against the base branch; without it such work stops with one comment naming them (see [what is kept back](security.md#what-the-forge-would-act-on-is-kept-back))"),
 ];
 
+/// One row of [`IDENTITY_KEYS`].
+pub(crate) struct Identity {
+    pub(crate) name: &'static str,
+    /// The type, in words, as the reference shows it.
+    pub(crate) kind: &'static str,
+    pub(crate) example: &'static str,
+    pub(crate) omitted: Omitted,
+    pub(crate) meaning: &'static str,
+}
+
+const fn identity(
+    name: &'static str,
+    kind: &'static str,
+    example: &'static str,
+    omitted: Omitted,
+    meaning: &'static str,
+) -> Identity {
+    Identity {
+        name,
+        kind,
+        example,
+        omitted,
+        meaning,
+    }
+}
+
 /// One row of [`KEYS`].
-struct Key {
+pub(crate) struct Key {
+    pub(crate) section: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) example: &'static str,
+    pub(crate) omitted: Omitted,
+    pub(crate) read: As,
+    pub(crate) meaning: &'static str,
+}
+
+const fn key(
     section: &'static str,
     name: &'static str,
     example: &'static str,
+    omitted: Omitted,
     read: As,
-}
-
-const fn key(section: &'static str, name: &'static str, example: &'static str, read: As) -> Key {
+    meaning: &'static str,
+) -> Key {
     Key {
         section,
         name,
         example,
+        omitted,
         read,
+        meaning,
     }
+}
+
+/// What a key comes to when the file leaves it out.
+pub(crate) enum Omitted {
+    /// The key must be there.
+    Required,
+    /// The same as writing this TOML value (a test holds every such row to it).
+    Same(&'static str),
+    /// What the setting is then, in words (Markdown).
+    Otherwise(&'static str),
 }
 
 /// How a key's value is read and checked (by the [`Section`] reader of the same name), and the
 /// setter that stores it in the [`Config`].
-enum As {
+pub(crate) enum As {
     Word(fn(&mut Config, String)),
     Count(fn(&mut Config, u32)),
     Dollars(fn(&mut Config, f64)),
@@ -111,6 +203,31 @@ enum As {
     Memory(fn(&mut Config, String)),
     Mounts(fn(&mut Config, Vec<String>)),
     Egress(fn(&mut Config, Vec<Egress>)),
+}
+
+impl As {
+    /// The values this reader accepts, in words (Markdown), as the reference shows them.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            As::Word(_) => "string without spaces",
+            As::Count(_) => "integer ≥ 1",
+            As::Dollars(_) => "number of US dollars above 0",
+            As::Fraction(_) => "number from 0 to 1",
+            As::Boolean(_) => "boolean",
+            As::Duration(_) => "duration (`\"90s\"`, `\"10m\"`, `\"1h 30m\"`), at least `\"1s\"`",
+            As::Durations(_) => "non-empty list of durations",
+            As::Logins(_) => "list of logins",
+            As::Handlers(_) => "list of `\"terminal\"`, `\"forge\"`, `\"command\"`",
+            As::Argv(_) => "argv list (program first)",
+            As::Steps(_) => "list of argv lists",
+            As::Network(_) => "`\"none\"`, `\"bridge\"` or `\"host\"`",
+            As::Memory(_) => "size (`\"512m\"`, `\"4g\"`), not `\"0\"` (no limit)",
+            As::Mounts(_) => "list of `\"host-path:/container-path\"`",
+            As::Egress(_) => {
+                "list of host names or `\"*.suffix\"`, each with an optional `\":port\"`"
+            }
+        }
+    }
 }
 
 type Span = Option<Range<usize>>;
@@ -150,7 +267,7 @@ fn known_keys(section: &str) -> Vec<&'static str> {
         .filter(|key| key.section == section)
         .map(|key| key.name);
     if section.is_empty() {
-        let identity = IDENTITY_KEYS.iter().copied();
+        let identity = IDENTITY_KEYS.iter().map(|key| key.name);
         identity
             .chain(rows)
             .chain(SECTIONS.iter().copied())
@@ -881,7 +998,23 @@ fn value_kind(value: &Value) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::{KEYS, SECTIONS};
+    use super::{IDENTITY_KEYS, KEYS, Omitted, SECTIONS};
+
+    const IDENTITY: &str = "repo = \"acme/widget\"\nforgeHost = \"forge.example.dev\"\n";
+
+    /// A config of the identity keys and `assignment` in `section` (`""`: the top level); the
+    /// section's table is written even when `assignment` is empty, since a `[questions]` or
+    /// `[clarify]` table turns its feature on.
+    fn config_with(section: &str, assignment: &str) -> Result<crate::Config, crate::ConfigError> {
+        let text = match section {
+            "" => format!("{IDENTITY}{assignment}"),
+            section => format!("{IDENTITY}[{section}]\n{assignment}"),
+        };
+        crate::parse(
+            std::path::Path::new("/project/.sandcastle/config.toml"),
+            &text,
+        )
+    }
 
     /// A row naming a table that is not one of the sections would never be read.
     #[test]
@@ -900,21 +1033,43 @@ mod tests {
         }
     }
 
-    /// The example an error shows as the fix is itself accepted.
+    /// The example an error shows as the fix (and the reference shows) is itself accepted.
     #[test]
     fn every_example_is_a_valid_value() {
         for key in KEYS {
             let assignment = format!("{} = {}\n", key.name, key.example);
-            let (top, table) = match key.section {
-                "" => (assignment, String::new()),
-                section => (String::new(), format!("[{section}]\n{assignment}")),
-            };
-            let text =
-                format!("repo = \"acme/widget\"\nforgeHost = \"forge.example.dev\"\n{top}{table}");
-            let path = std::path::Path::new("/project/.sandcastle/config.toml");
-            if let Err(error) = crate::parse(path, &text) {
+            if let Err(error) = config_with(key.section, &assignment) {
                 panic!("the example of `{}` is refused: {error}", key.name);
             }
+        }
+        let identity: String = IDENTITY_KEYS
+            .iter()
+            .map(|key| format!("{} = {}\n", key.name, key.example))
+            .collect();
+        let path = std::path::Path::new("/project/.sandcastle/config.toml");
+        if let Err(error) = crate::parse(path, &identity) {
+            panic!("the examples of the top-level keys are refused: {error}");
+        }
+    }
+
+    /// The default the reference shows is the code's: writing it changes nothing.
+    #[test]
+    fn every_shown_default_is_what_an_omitted_key_gets() {
+        for key in KEYS {
+            let Omitted::Same(value) = key.omitted else {
+                continue;
+            };
+            let written = config_with(key.section, &format!("{} = {value}\n", key.name));
+            let written = written.unwrap_or_else(|error| {
+                panic!("the default of `{}` is refused: {error}", key.name)
+            });
+            assert_eq!(
+                written,
+                config_with(key.section, "").unwrap(),
+                "`{}` = {value}, the default the reference shows, is not what the code uses \
+                 when the key is left out; fix the row in KEYS or the default in defaults.rs",
+                key.name
+            );
         }
     }
 }

@@ -19,7 +19,7 @@ use login::Login;
 /// default login in ${XDG_CONFIG_HOME:-$HOME/.config}/tea/config.yml (mode 0600, replaced
 /// atomically). Other logins and preferences in the file are kept; a login of the same name is
 /// replaced, so running it again gives the same file. tea then finds the login for any clone of
-/// <forge-url>/<owner>/<repo>.git and needs no --repo or --login. The token is never printed.
+/// `<forge-url>/<owner>/<repo>.git` and needs no --repo or --login. The token is never printed.
 #[derive(Parser)]
 #[command(version)]
 struct Args {

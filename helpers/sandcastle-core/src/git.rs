@@ -445,7 +445,7 @@ impl WorkRepo {
     /// Takes what a sandbox handed out as the new state of the work branch: either a bundle whose
     /// `HEAD` is the agent's commit (fetched with every object checked), or one line naming a
     /// commit this repository already has. Nothing in it is run or followed. A commit that breaks
-    /// a rule of [`WorkRepo::refusal`] leaves the work branch where it was.
+    /// a rule of `WorkRepo::refusal` leaves the work branch where it was.
     pub fn import(&self, handed_out: &Path) -> Result<Imported> {
         let mut head = [0u8; 16];
         let read = std::fs::File::open(handed_out)

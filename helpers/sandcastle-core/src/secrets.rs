@@ -292,7 +292,7 @@ impl Redactor {
     }
 
     /// One left-to-right pass (replacing secret by secret could match inside an earlier
-    /// "[redacted]"): at each place a literal form of a secret, else, where a run of base64
+    /// `[redacted]`): at each place a literal form of a secret, else, where a run of base64
     /// characters (standard or URL-safe alphabet, optional padding) starts, the whole run when it
     /// decodes to bytes holding a secret.
     pub fn redact(&self, text: &str) -> String {

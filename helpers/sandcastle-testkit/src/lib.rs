@@ -1,5 +1,5 @@
 //! What sandcastle's tests share: git run as a test user in a fixture repository, a checkout that
-//! hands its commits out as a sandbox does ([`git`]), a post read as the forge renders it
+//! hands its commits out as a sandbox does ([`mod@git`]), a post read as the forge renders it
 //! ([`markdown`]), and the world every forge test starts from, a fake forge with `alice/demo` and a
 //! project configured for it ([`world`]).
 //!

@@ -27,7 +27,7 @@ const MAX_REPORT_BYTES: u64 = 16 * 1024 * 1024;
 about each pull request sandcastle opened: merged, closed without merging, open, reverted (a later \
 commit on its base branch says `This reverts commit <sha>` of its merge commit or head). A run \
 report that cannot be read is skipped with one warning line naming it.\n\
-The JSON document (`--json`) is described in README.md (\"sandcastle report\")."
+The JSON document (`--json`) is described in the user guide, docs/guide/src/report.md."
 )]
 pub struct ReportArgs {
     /// Only runs that started on or after this day (UTC), like 2026-11-01.

@@ -1,7 +1,8 @@
-//! ARCHITECTURE.md's module maps and the source agree: every module file of the machinery
-//! (`helpers/sandcastle-core/src`) and of the orchestrator (`helpers/sandcastle/src`) has a row in
-//! its crate's map, and every row names a file that exists. Test-only files (`tests.rs`,
-//! `docker_tests.rs`, `sandbox/test_support.rs`) are not modules of the map.
+//! The module maps (docs/design/modules.md, linked from ARCHITECTURE.md) and the source agree:
+//! every module file of the machinery (`helpers/sandcastle-core/src`) and of the orchestrator
+//! (`helpers/sandcastle/src`) has a row in its crate's map, and every row names a file that exists.
+//! Test-only files (`tests.rs`, `docker_tests.rs`, `sandbox/test_support.rs`) are not modules of
+//! the map.
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -15,11 +16,11 @@ const MAPS: [(&str, &str); 2] = [
 const TEST_ONLY: [&str; 1] = ["sandbox/test_support.rs"];
 
 /// The `*.rs` names in the first column of the table under `heading`.
-fn mapped_modules(architecture: &str, heading: &str) -> BTreeSet<String> {
-    let start = architecture
+fn mapped_modules(maps: &str, heading: &str) -> BTreeSet<String> {
+    let start = maps
         .find(heading)
-        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no heading {heading:?}"));
-    let section = &architecture[start + heading.len()..];
+        .unwrap_or_else(|| panic!("docs/design/modules.md has no heading {heading:?}"));
+    let section = &maps[start + heading.len()..];
     let section = &section[..section.find("\n## ").unwrap_or(section.len())];
     section
         .lines()
@@ -56,9 +57,9 @@ fn module_files(dir: &Path, src: &Path, found: &mut BTreeSet<String>) {
 #[test]
 fn the_module_maps_name_every_module_and_only_modules() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let architecture = std::fs::read_to_string(crate_dir.join("../../ARCHITECTURE.md")).unwrap();
+    let maps = std::fs::read_to_string(crate_dir.join("../../docs/design/modules.md")).unwrap();
     for (heading, dir) in MAPS {
-        let mapped = mapped_modules(&architecture, heading);
+        let mapped = mapped_modules(&maps, heading);
         let src = crate_dir.join(dir).join("src");
         let mut files = BTreeSet::new();
         module_files(&src, &src, &mut files);
@@ -67,7 +68,7 @@ fn the_module_maps_name_every_module_and_only_modules() {
         let gone: Vec<_> = mapped.difference(&files).collect();
         assert!(
             unmapped.is_empty() && gone.is_empty(),
-            "ARCHITECTURE.md's module map and {} differ:\n  \
+            "docs/design/modules.md's module map and {} differ:\n  \
              modules without a row: {unmapped:?}\n  rows without a module: {gone:?}\n\
              add or remove the rows in the table under {heading:?}",
             src.display()

@@ -1,5 +1,5 @@
-//! A consumer's first hour, as far as this machine allows offline: the README's
-//! `nix registry add sandcastle <url>` and `nix flake init -t sandcastle#rust` into an empty
+//! A consumer's first hour, as far as this machine allows offline: the quick
+//! start's `nix registry add sandcastle <url>` and `nix flake init -t sandcastle#rust` into an empty
 //! directory, the config it writes loaded, then `sandcastle doctor` in it against the test forge,
 //! with the template's placeholder `sandcastle` input reported and every other line honest.
 //!
@@ -82,7 +82,7 @@ fn a_new_project_from_the_template_up_to_doctor() {
     let project = tempfile::tempdir().unwrap();
     let dir = project.path();
 
-    // The README's commands, with this repository as sandcastle's address.
+    // The quick start's commands, with this repository as sandcastle's address.
     let url = format!(
         "git+file://{}",
         repository().canonicalize().unwrap().display()
@@ -111,7 +111,7 @@ fn a_new_project_from_the_template_up_to_doctor() {
     let config = sandcastle_config::load(&config_path).expect("the template's config loads");
     assert_eq!(config.image_name, "sandcastle:name");
 
-    // Point the config at the test forge, as the README says to (repo and forgeHost), and the
+    // Point the config at the test forge, as the quick start says to (repo and forgeHost), and the
     // image at the test image; the flake's `sandcastle` input stays the placeholder.
     let forge = FakeForge::start();
     let token = forge.add_user("alice");

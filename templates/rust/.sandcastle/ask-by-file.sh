@@ -4,7 +4,7 @@
 #   [questions]
 #   handlers = ["terminal", "forge", "command"]
 #   command = ["sh", ".sandcastle/ask-by-file.sh"]
-# sandcastle writes the question (JSON, version 1; see the README) on stdin; this script saves it
+# sandcastle writes the question (JSON, version 1; see the user guide's asking.md) on stdin; this script saves it
 # as .sandcastle/questions/question-XXXXXX/request.json and waits for an answer.json beside it,
 # e.g. {"version": 1, "by": "alice", "answers": [{"option": 2, "text": "we run MySQL"}]}.
 # Write the answer elsewhere and `mv` it in, so the script never reads half of it. Whatever the

@@ -3,7 +3,8 @@
 //! thread of its own, bounded by the time left of `[questions] timeout`; a failure, a non-zero
 //! exit or output that does not answer the questions is one line, never fatal. Its output is
 //! read like any reply from outside: strictly, and checked by the rules every channel's answers
-//! pass (`questions::checked`). The shapes are versioned (`"version": 1`) and in the README.
+//! pass (`questions::checked`). The shapes are versioned (`"version": 1`) and in the user guide
+//! (`docs/guide/src/asking.md`).
 use super::answers;
 use crate::context::{Context, HOST_ONLY_KEYS};
 use crate::handlers::Children;

@@ -1,6 +1,6 @@
 //! The figures of `sandcastle report`, computed from the run reports and what the forge says of
 //! each pull request; no I/O here. What this computes is what `--json` prints (documented in
-//! README), and what the table and the page show.
+//! the user guide's `report.md`), and what the table and the page show.
 use crate::report::{Asked, RunRecord, WorkReport};
 use jiff::{Timestamp, ToSpan};
 use sandcastle_core::forge::{BranchCommit, PullFate};
