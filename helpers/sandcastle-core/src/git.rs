@@ -1487,6 +1487,197 @@ pub(crate) mod tests {
         assert_eq!(repo.tip().unwrap(), tip);
     }
 
+    /// A message whose `encoding` header is not UTF-8 is refused even though `git log` would show
+    /// it re-encoded to noise: the forge reads its bytes. So is a message that is not UTF-8.
+    #[test]
+    fn an_import_refuses_messages_in_another_encoding() {
+        let remote = Remote::new();
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+
+        let why = refused(hand_out(
+            &repo,
+            &[],
+            &[&[
+                "-c",
+                "i18n.commitEncoding=IBM037",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "Fixes #7",
+            ]],
+        ));
+        assert!(why.contains("IBM037"), "{why}");
+        assert!(why.contains("UTF-8"), "{why}");
+        assert!(!why.contains('\n'), "{why:?}");
+        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+
+        // Written raw: `git commit` would take the bytes as Latin-1 and convert them.
+        let tree = fixture_git(
+            &remote.path("r.git"),
+            &["rev-parse", &format!("{start}^{{tree}}")],
+        );
+        let who = "Agent <agent@localhost> 1700000000 +0000";
+        let raw = remote.path("latin1-commit");
+        let mut object =
+            format!("tree {tree}\nparent {start}\nauthor {who}\ncommitter {who}\n\n").into_bytes();
+        object.extend(b"Caf\xe9 au lait\n");
+        std::fs::write(&raw, object).unwrap();
+        let raw = raw.to_str().unwrap();
+        let id = fixture_git(&remote.path("seed"), &["hash-object", "-t", "commit", raw]);
+        let why = refused(hand_out(
+            &repo,
+            &[],
+            &[
+                &["hash-object", "-w", "-t", "commit", raw],
+                &["update-ref", "HEAD", &id],
+            ],
+        ));
+        assert!(why.contains("not UTF-8"), "{why}");
+
+        // An explicit UTF-8 header is no other encoding.
+        taken(hand_out(
+            &repo,
+            &[],
+            &[&[
+                "-c",
+                "i18n.commitEncoding=utf8",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "Caf\u{e9} (see #7)",
+            ]],
+        ));
+    }
+
+    /// Commits the forge holds only under a pull request (`refs/pull/N/head`) or a tag are another
+    /// branch's: handed out as the agent's own, they are refused.
+    #[test]
+    fn an_import_refuses_commits_of_pull_requests_and_tags() {
+        let remote = Remote::new();
+        let seed = remote.path("seed");
+        fixture_git(&seed, &["checkout", "--quiet", "-b", "contributor"]);
+        commit(&seed, "someone else's pull request");
+        fixture_git(
+            &seed,
+            &["push", "--quiet", "origin", "HEAD:refs/pull/1/head"],
+        );
+        fixture_git(
+            &seed,
+            &["checkout", "--quiet", "-b", "released", "origin/main"],
+        );
+        commit(&seed, "only in a release");
+        fixture_git(&seed, &["tag", "-a", "-m", "v1", "v1"]);
+        fixture_git(&seed, &["push", "--quiet", "origin", "refs/tags/v1"]);
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+
+        for (what, forge_ref) in [
+            ("pull request", "refs/pull/1/head"),
+            ("tag", "refs/tags/v1"),
+        ] {
+            let fetch = ["fetch", "--quiet", &remote.url, forge_ref];
+            let why = refused(hand_out(
+                &repo,
+                &["built on it"],
+                &[&fetch, &["reset", "--quiet", "--hard", "FETCH_HEAD"]],
+            ));
+            assert!(
+                why.contains("1 of the commits handed out are another branch's"),
+                "{what}: {why}"
+            );
+            assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+        }
+
+        // The work's own commits, pushed, then held only by its closed pull request's ref (the
+        // branch deleted): what the work branch holds is no other's, and the work goes on.
+        let branch = "sandcastle/issue-2";
+        let repo = remote.repo("own.git", branch).unwrap();
+        let pushed = agent_commits(&repo, &["pushed once"]);
+        repo.push(&creds("unused-token"), &pushed).unwrap();
+        let bare = remote.path("remote.git");
+        fixture_git(&bare, &["update-ref", "refs/pull/2/head", &pushed]);
+        fixture_git(
+            &bare,
+            &["update-ref", "-d", &format!("refs/heads/{branch}")],
+        );
+        let again = remote.repo("own.git", branch).unwrap();
+        assert_eq!(again.tip().unwrap(), pushed);
+        agent_commits(&again, &["more work"]);
+    }
+
+    /// A change of more than `MAX_CHANGED_PATHS` paths is refused at import, counted as git
+    /// prints them; one path fewer is taken.
+    #[test]
+    fn an_import_refuses_a_change_of_too_many_paths() {
+        let remote = Remote::new();
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+        let many = |paths: u64| {
+            format!(
+                "blob=$(echo x | git hash-object -w --stdin) && seq 1 {paths} | \
+                 sed \"s/^/100644 $blob\tf/\" | git update-index --index-info && \
+                 git -c user.name=T -c user.email=t@localhost commit -q -m 'Many files'"
+            )
+        };
+        let in_checkout = |script: String| {
+            move |dir: &Path| {
+                let status = Command::new("sh")
+                    .args(["-c", &script])
+                    .current_dir(dir)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            }
+        };
+        let why = refused(hand_out_with(
+            &repo,
+            in_checkout(many(MAX_CHANGED_PATHS + 1)),
+        ));
+        assert!(
+            why.contains(&format!("changes more than {MAX_CHANGED_PATHS} paths")),
+            "{why}"
+        );
+        assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
+        taken(hand_out_with(&repo, in_checkout(many(MAX_CHANGED_PATHS))));
+    }
+
+    /// The subjects listed for a pull request are agent text: the newest `MAX_SUBJECTS`, oldest
+    /// first, each cut by git.
+    #[test]
+    fn the_subjects_listed_are_bounded_in_number_and_length() {
+        let remote = Remote::new();
+        let repo = remote.repo("r.git", "sandcastle/issue-1").unwrap();
+        let start = repo.tip().unwrap();
+        let repo = repo.starting_at(&start);
+        let script = format!(
+            "for n in $(seq 1 {}); do git -c user.name=T -c user.email=t@localhost commit -q \
+             --allow-empty -m \"Step $n $(printf 'x%.0s' $(seq 1 300))\"; done",
+            MAX_SUBJECTS + 20
+        );
+        taken(hand_out_with(&repo, |dir| {
+            let status = Command::new("sh")
+                .args(["-c", &script])
+                .current_dir(dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }));
+        let subjects = repo.commits_since(&start).unwrap();
+        assert_eq!(subjects.len(), MAX_SUBJECTS);
+        assert!(subjects[0].starts_with("Step 21 x"), "{}", subjects[0]);
+        assert!(subjects[MAX_SUBJECTS - 1].starts_with(&format!("Step {} x", MAX_SUBJECTS + 20)));
+        for subject in &subjects {
+            assert!(subject.chars().count() <= MAX_SUBJECT_COLUMNS, "{subject}");
+            assert!(subject.ends_with(".."), "{subject}");
+        }
+    }
+
     /// History the host took in is only added to: an amend, a rebase (here: a branch forced back
     /// to the start and built again, which still descends from the start) or a rewind is refused
     /// with what to do instead, and the branch stays; building on top is taken.
@@ -1501,10 +1692,6 @@ pub(crate) mod tests {
             Imported::Refused(why) => why,
             Imported::Tip(tip) => panic!("{tip} was taken"),
         };
-    /// Why `tip` may not become the work, if it may not: it must descend from the work's start and
-    /// from the branch's tip ([`WorkRepo::rewrite`]), bring in no commit of another branch, pull
-    /// request or tag on the forge (which this repository mirrors), and its new commits' messages
-    /// must pass [`WorkRepo::messages_refusal`].
 
         let why = refused(hand_out(
             &repo,
@@ -1554,10 +1741,6 @@ pub(crate) mod tests {
         assert_eq!(remote.tip(branch), None, "nothing was pushed");
         repo.push(&creds("unused-token"), &later).unwrap();
         assert_eq!(remote.tip(branch), Some(later));
-    /// Why `tip` may not become the work, if it may not: it must descend from the work's start and
-    /// from the branch's tip ([`WorkRepo::rewrite`]), bring in no commit of another branch, pull
-    /// request or tag on the forge (which this repository mirrors), and its new commits' messages
-    /// must pass [`WorkRepo::messages_refusal`].
     }
 
     #[test]
