@@ -1444,10 +1444,6 @@ pub(crate) mod tests {
         let start = repo.tip().unwrap();
         let repo = repo.starting_at(&start);
 
-        let refused = |imported: Imported| match imported {
-            Imported::Refused(why) => why,
-            Imported::Tip(tip) => panic!("{tip} was taken"),
-        };
         let why = refused(hand_out(&repo, &["ok", "Fixes #2"], &[]));
         assert!(why.contains("says \"Fixes #2\""), "{why}");
         assert_eq!(repo.tip().unwrap(), start, "the branch stayed");
@@ -1688,10 +1684,6 @@ pub(crate) mod tests {
         let start = repo.tip().unwrap();
         let repo = repo.starting_at(&start);
         let first = agent_commits(&repo, &["first"]);
-        let refused = |imported: Imported| match imported {
-            Imported::Refused(why) => why,
-            Imported::Tip(tip) => panic!("{tip} was taken"),
-        };
 
         let why = refused(hand_out(
             &repo,
