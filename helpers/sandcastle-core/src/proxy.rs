@@ -14,9 +14,9 @@
 //! (`budget.rs`), so requests in flight cannot together pass a budget, and a spent budget refuses
 //! the work's next request with an error Claude Code shows.
 //!
-//! What a sandbox can make the host hold is bounded: [`MAX_CONNECTIONS`] connections per work,
-//! request heads of [`MAX_HEAD_BYTES`] and bodies of [`MAX_REQUEST_BYTES`], and a request that
-//! sends nothing for [`IDLE`] is dropped.
+//! What a sandbox can make the host hold is bounded: `MAX_CONNECTIONS` connections per work,
+//! request heads of `MAX_HEAD_BYTES` and bodies of `MAX_REQUEST_BYTES`, and a request that
+//! sends nothing for `IDLE` is dropped.
 //!
 //! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
 //! blocking pool, so the proxy shares the client (TLS roots, proxies) the rest of sandcastle uses.

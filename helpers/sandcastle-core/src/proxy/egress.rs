@@ -30,7 +30,7 @@ pub struct BlockedRequest {
     pub count: u32,
 }
 
-/// A work's refused requests: the first [`MAX_LISTED`] by name, and how many more there were.
+/// A work's refused requests: the first `MAX_LISTED` by name, and how many more there were.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Refusals {
     pub listed: Vec<BlockedRequest>,
