@@ -237,7 +237,10 @@ fn a_secret_in_a_commit_subject_never_reaches_the_forge() {
     assert!(output.status.success());
     let comments = h.comments_of(pull);
     assert_eq!(comments.len(), 1, "{comments:?}");
-    assert!(comments[0].contains("- Use key [redacted]"), "{comments:?}");
+    assert!(
+        comments[0].contains("```\nUse key [redacted]\n```"),
+        "{comments:?}"
+    );
     assert!(
         !comments[0].contains("sk-deploy-e2e-secret-0000"),
         "{comments:?}"
