@@ -334,8 +334,9 @@ fn an_agent_that_goes_quiet_fails_on_the_idle_timeout_and_is_stopped() {
     let started = Instant::now();
     let outcome = super::run(&sandbox, &agent, &redactor(), &mut |_| {}).unwrap();
 
+    // Before the tool's own 30 seconds end: the idle timeout cut the turn, however slow the machine.
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(30),
         "{:?}",
         started.elapsed()
     );
