@@ -1,6 +1,6 @@
 //! Faults: a run killed outright, and secrets in the forms tools print them. Real Docker, the real
 //! Claude Code CLI, the scripted model and forge.
-use crate::harness::{Harness, docker_or_skip, run_for, stderr_lines};
+use crate::harness::{Harness, docker_or_skip, run_until, stderr_lines};
 use base64::Engine;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -217,7 +217,7 @@ fn git_against_a_forge_that_never_answers_times_out_and_the_loop_goes_on() {
 
     let mut run = h.command(&["run"]);
     run.env("SANDCASTLE_TEST_GIT_TIMEOUT", "3");
-    let stderr = run_for(run, 12);
+    let stderr = run_until(run, |stderr| stderr.matches("pass failed").count() >= 2);
     let failures: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("pass failed"))

@@ -517,15 +517,39 @@ pub fn sigterm(child: &std::process::Child) {
     .expect("the signal is sent");
 }
 
-/// `command` (a looping `sandcastle run`) for `seconds`, then SIGTERM; its stderr.
-pub fn run_for(mut command: Command, seconds: u64) -> String {
-    let run = command
+/// `command` (a looping `sandcastle run`) until `done` holds for its stderr so far, then SIGTERM;
+/// its whole stderr. Stops waiting after two minutes, or when it ends by itself.
+pub fn run_until(mut command: Command, done: impl Fn(&str) -> bool) -> String {
+    use std::io::BufRead;
+    let mut run = command
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("sandcastle starts");
-    std::thread::sleep(std::time::Duration::from_secs(seconds));
-    sigterm(&run);
-    let output = run.wait_with_output().expect("sandcastle ends");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    let seen = std::sync::Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        let stderr = std::io::BufReader::new(run.stderr.take().expect("piped stderr"));
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let mut seen = seen.lock().unwrap();
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !done(&seen.lock().unwrap())
+        && std::time::Instant::now() < deadline
+        && run.try_wait().unwrap().is_none()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if run.try_wait().unwrap().is_none() {
+        sigterm(&run);
+    }
+    run.wait().expect("sandcastle ends");
+    reader.join().expect("the stderr reader ends");
+    let stderr = seen.lock().unwrap().clone();
+    stderr
 }
