@@ -550,6 +550,5 @@ pub fn run_until(mut command: Command, done: impl Fn(&str) -> bool) -> String {
     }
     run.wait().expect("sandcastle ends");
     reader.join().expect("the stderr reader ends");
-    let stderr = seen.lock().unwrap().clone();
-    stderr
+    seen.lock().unwrap().clone()
 }
