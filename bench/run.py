@@ -11,8 +11,11 @@ Workloads (each timed from process start to exit, min / median / max over --runs
   W1x  one issue, one iteration that does not complete (maxIterations 1; ours then gives up)
   W10  one issue, 10 iterations that never complete
   W8   8 issues at concurrency 4, each one completing iteration
+  W1g, W8g  ours only: W1 and W8 with a gate (`check = [["true"]]`), as a project runs them; the
+       others have no gate, as the peer has none
   W0   start-up: `sandcastle --help` and `load-config` against the peer's import
-per-iteration overhead = (W10 - W1x) / 9.
+per-iteration overhead = (W10 - W1x) / 9. The report ends with issue 30's goals, each against its
+limit (`goals`).
 
 Run from the repository root:  python3 bench/run.py [--quick]
 """
@@ -68,12 +71,12 @@ def sh(*argv, cwd=None, env=None, input=None, check=True):
 # --- timing -----------------------------------------------------------------------------------------
 
 
-def timed(argv, cwd=None, env=None, stdout_path=None, meter=None):
-    """Runs argv to its end: (seconds, peak RSS in MB of that process alone, exit code, output).
+def timed(argv, cwd=None, env=None, stdout_path=None, meter=None, tree=None):
+    """Runs argv to its end: (seconds, peak RSS in MB of that process alone, exit code).
 
     The peak is the kernel's high-water mark (VmHWM) of the process itself, read every 5 ms until it
     exits; its children (the `docker` CLI) are not counted. A CpuMeter, if given, runs from just
-    before the start to just after the end."""
+    before the start to just after the end; a ProcessTree, if given, is sampled with the peak."""
     out = open(stdout_path, "w") if stdout_path else subprocess.DEVNULL
     if meter:
         meter.start()
@@ -82,6 +85,8 @@ def timed(argv, cwd=None, env=None, stdout_path=None, meter=None):
         [str(a) for a in argv], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT
     )
     peak_kb = 0
+    if tree:
+        tree.root(proc.pid)
     status = f"/proc/{proc.pid}/status"
     while proc.poll() is None:
         try:
@@ -92,6 +97,8 @@ def timed(argv, cwd=None, env=None, stdout_path=None, meter=None):
                         break
         except (OSError, ValueError):
             pass
+        if tree:
+            tree.sample()
         time.sleep(0.005)
         if meter:
             meter.poll()
@@ -101,6 +108,40 @@ def timed(argv, cwd=None, env=None, stdout_path=None, meter=None):
     if stdout_path:
         out.close()
     return seconds, peak_kb / 1024, proc.returncode
+
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+class ProcessTree:
+    """The resident set of a process and its living descendants (the `docker` CLI, git), summed at
+    each sample; `peak_kb` the largest sum seen. A descendant is found when it is new since the last
+    sample (a pid above the highest seen) and its parent is in the tree, so one that lives less than
+    a sample's interval (5 ms) may be missed: the figure is a lower bound."""
+
+    def __init__(self):
+        self.members, self.seen, self.peak_kb = set(), 0, 0
+
+    def root(self, pid):
+        self.members, self.seen = {pid}, pid
+
+    def sample(self):
+        new = sorted(int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) > self.seen)
+        for pid in new:
+            try:
+                parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent in self.members:
+                self.members.add(pid)
+        self.seen = max([self.seen, *new])
+        total = 0
+        for pid in list(self.members):
+            try:
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_KB
+            except (OSError, IndexError, ValueError):
+                self.members.discard(pid)
+        self.peak_kb = max(self.peak_kb, total)
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -378,20 +419,28 @@ class Ours:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The workloads of ours: (issues, maxConcurrency, maxIterations, the agent completes, `check`). An
+# empty check is no gate, as the peer has none; W1g and W8g run a gate (`true`) as a project does.
+OURS_WORKLOADS = {
+    "W1": (1, 1, 1, 1, "[]"), "W1x": (1, 1, 1, 0, "[]"), "W10": (1, 1, 10, 0, "[]"),
+    "W8": (8, 4, 1, 1, "[]"), "W1g": (1, 1, 1, 1, '[["true"]]'), "W8g": (8, 4, 1, 1, '[["true"]]'),
+}
+
+
 def run_ours(work, docker, image, workload, log, env_extra=None):
-    """One timed run of `workload` by ours: (seconds, peak RSS MB). The forge is checked after."""
-    issues, conc, iters, complete = {
-        "W1": (1, 1, 1, 1), "W1x": (1, 1, 1, 0), "W10": (1, 1, 10, 0), "W8": (8, 4, 1, 1),
-    }[workload]
+    """One timed run of `workload` by ours: (seconds, peak RSS MB, CpuMeter result or None, peak RSS
+    MB with its descendants). The forge is checked after."""
+    issues, conc, iters, complete, check = OURS_WORKLOADS[workload]
     env = {"BENCH_COMPLETE": str(complete), "BENCH_PLAN_MAX": str(issues), **(env_extra or {})}
-    ours = Ours(work, image, issues, conc, iters, env)
+    ours = Ours(work, image, issues, conc, iters, env, check=check)
     try:
         argv = [RELEASE / "sandcastle", "-C", ours.project, "run", "--once"]
         if issues == 1:
             argv += ["--issue", "1"]
         # W8 is one pass: the planner plans all eight, the pass works through them four at a time.
         meter = CpuMeter([ours.forge.proc.pid]) if workload == "W8" else None
-        total, peak, code = timed(argv, stdout_path=log, meter=meter)
+        tree = ProcessTree()
+        total, peak, code = timed(argv, stdout_path=log, meter=meter, tree=tree)
         if code != 0:
             raise BenchError(f"ours {workload}: sandcastle exited {code}; log: {log}")
         expected_pulls = issues if complete else 0
@@ -399,7 +448,7 @@ def run_ours(work, docker, image, workload, log, env_extra=None):
             raise BenchError(f"ours {workload}: {ours.pulls()} pull request(s), expected {expected_pulls}; log: {log}")
         if not complete and ours.comments(1) != 1:
             raise BenchError(f"ours {workload}: issue #1 has no give-up comment; log: {log}")
-        return total, peak, meter and meter.result
+        return total, peak, meter and meter.result, tree.peak_kb / 1024
     finally:
         ours.close()
         docker.sweep()
@@ -618,7 +667,7 @@ def hosts(args, runs):
 
 
 def run_peer(work, docker, image, workload, log, env_extra=None):
-    """One timed run of `workload` by the peer: (seconds, peak RSS MB)."""
+    """One timed run of `workload` by the peer: as `run_ours`."""
     issues, conc, iters, complete = {
         "W1": (1, 1, 1, 1), "W10": (1, 1, 10, 0), "W8": (8, 4, 1, 1),
     }[workload]
@@ -637,15 +686,16 @@ def run_peer(work, docker, image, workload, log, env_extra=None):
         for key, value in (env_extra or {}).items():
             argv += ["--env", f"{key}={value}"]
         meter = CpuMeter() if workload == "W8" else None
+        tree = ProcessTree()
         seconds, rss, code = timed(argv, cwd=PEER, env={**os.environ, "HOME": str(home)}, stdout_path=log,
-                                   meter=meter)
+                                   meter=meter, tree=tree)
         if code != 0:
             raise BenchError(f"peer {workload}: drive.mjs exited {code}; log: {log}")
         text = Path(log).read_text()
         want = f"{iters} iteration(s), signal {'yes' if complete else 'no'}"
         if text.count(want) != issues:
             raise BenchError(f"peer {workload}: expected {issues} line(s) '{want}'; log: {log}")
-        return seconds, rss, meter and meter.result
+        return seconds, rss, meter and meter.result, tree.peak_kb / 1024
     finally:
         shutil.rmtree(repo.parent, ignore_errors=True)
         docker.sweep()
@@ -709,12 +759,17 @@ def report(r):
     exec_s, start_s, rm_s = fl["exec"]["median"], fl["start"]["median"], fl["rm"]["median"]
     floor_of = {"W1": start_s + exec_s + rm_s, "W1x": start_s + exec_s + rm_s,
                 "W10": start_s + 10 * exec_s + rm_s, "W8": 2 * (start_s + exec_s + rm_s)}
+    floor_of["W1g"], floor_of["W8g"] = floor_of["W1"], floor_of["W8"]
     rows = []
     for wl, what in [("W1", "one issue, one completing iteration"),
                      ("W1x", "one issue, one iteration, not completing"),
                      ("W10", "one issue, 10 iterations, never completing"),
-                     ("W8", "8 issues, concurrency 4")]:
+                     ("W8", "8 issues, concurrency 4"),
+                     ("W1g", "W1 with a gate (`check = [[\"true\"]]`), as a project runs it"),
+                     ("W8g", "W8 with a gate, as a project runs it")]:
         o, p, k = w["ours"].get(wl), w["peer"].get(wl), w["peer_sigkill"].get(wl)
+        if o is None:
+            continue
         rows.append(f"| {wl} wall s (min / median / max) — {what} | {fmt_s(o)} | {fmt_s(p)} | {fmt_s(k)} | "
                     f"{ratio(med(o), med(p))} | {ratio(med(o), med(k))} | {floor_of[wl]:.2f} |")
     rows.append(f"| per-iteration overhead ms, (W10 − W1x) / 9 | {per['ours']:.0f} | "
@@ -753,6 +808,11 @@ def report(r):
     rows.append(f"| peak RSS MB of the orchestrator process (max over W1–W8) | {rss['ours']:.1f} | "
                 f"{rss['peer']:.1f} | {rss['peer_sigkill']:.1f} | {ratio(rss['ours'], rss['peer'])} | "
                 f"{ratio(rss['ours'], rss['peer_sigkill'])} | |")
+    tree = r.get("peak_rss_with_children_mb")
+    if tree:
+        rows.append(f"| peak RSS MB with its children (sampled every 5 ms) | {tree['ours']:.1f} | "
+                    f"{tree['peer']:.1f} | {tree['peer_sigkill']:.1f} | {ratio(tree['ours'], tree['peer'])} | "
+                    f"{ratio(tree['ours'], tree['peer_sigkill'])} | |")
     st = r["startup"]
     rows.append(f"| start-up ms: `sandcastle --help` vs `node dist/main.js --help` | "
                 f"{med(st, 'ours_help') * 1000:.1f} | {med(st, 'peer_help') * 1000:.0f} | | "
@@ -768,7 +828,55 @@ def report(r):
                     f"{ratio(med(o), med(k))} | {floor_of['W1']:.2f} |")
     header = ("| workload | ours | peer (shared image) | peer (STOPSIGNAL SIGKILL image) | ours/peer | "
               "ours/peer SIGKILL | Docker floor |\n|---|---|---|---|---|---|---|")
-    return header + "\n" + "\n".join(rows)
+    table = header + "\n" + "\n".join(rows)
+    return table + "\n\n" + goals_table(r) if "peak_rss_with_children_mb" in r else table
+
+
+def goals(r):
+    """Issue 30's goals, each as (figure, ours, what it is held against, the value, the goal, the
+    limit): met when the value is at most the limit. A figure this run did not measure is None."""
+    w, per, fl = r["walls"], r["per_iteration_ms"], r["floor"]
+    ours = w["ours"]
+
+    def over_ideal(wl, one):
+        return med(ours, wl) / (8 * med(ours, one) / 4) if wl in ours and one in ours else None
+
+    kill = med(w["peer_sigkill"], "W1")
+    w8_peer = r["w8_wall_s"].get("peer_sigkill"), r["w8_wall_s"].get("peer_sigkill_ideal")
+    return [
+        ("per-iteration overhead, (W10 − W1x) / 9", f"{per['ours']:.0f} ms",
+         f"one `docker exec … true`, {per['floor_exec']:.0f} ms", per["ours"] / per["floor_exec"], "≤ 0.5×", 0.5),
+        ("per-iteration overhead", f"{per['ours']:.0f} ms",
+         f"the peer on its SIGKILL image, {per['peer_sigkill']:.0f} ms",
+         per["ours"] / per["peer_sigkill"] if per["peer_sigkill"] else None, "≤ 0.05×", 0.05),
+        ("W1: one issue, one completing iteration, no gate", f"{med(ours, 'W1'):.2f} s",
+         f"the peer on its SIGKILL image, {kill:.2f} s" if kill else "the peer (not run)",
+         med(ours, "W1") / kill if kill else None, "≤ 1.0×", 1.0),
+        ("W1g: W1 with a commit (implementer, gate, reviewer, push, pull request)",
+         f"{med(ours, 'W1g'):.2f} s" if "W1g" in ours else "—", "—",
+         med(ours, "W1g"), "≤ 1.4 s", 1.4),
+        ("peak RSS of the orchestrator process", f"{r['peak_rss_mb']['ours']:.1f} MB",
+         f"the peer's {r['peak_rss_mb']['peer_sigkill']:.1f} MB", r["peak_rss_mb"]["ours"], "≤ 7 MB", 7),
+        ("peak RSS with its children", f"{r['peak_rss_with_children_mb']['ours']:.1f} MB",
+         f"the peer's {r['peak_rss_with_children_mb']['peer_sigkill']:.1f} MB",
+         r["peak_rss_with_children_mb"]["ours"], "≤ 12 MB", 12),
+        ("W8g / ideal (8 × W1g / 4), as the project runs it (gate, reviewer)",
+         f"{med(ours, 'W8g'):.2f} s" if "W8g" in ours else "—", "8 × W1g / 4",
+         over_ideal("W8g", "W1g"), "≤ 1.3×", 1.3),
+        ("W8 / ideal (8 × W1 / 4), like for like (no assessor, no gate; ours still reviews)",
+         f"{med(ours, 'W8'):.2f} s",
+         f"8 × W1 / 4; the peer SIGKILL {ratio(*w8_peer)}", over_ideal("W8", "W1"), "≤ 1.15×", 1.15),
+    ]
+
+
+def goals_table(r):
+    rows = []
+    for figure, value, against, x, goal, limit in goals(r):
+        shown = "—" if x is None else (f"{x:.2f}×" if goal.endswith("×") else f"{x:.1f}")
+        met = "—" if x is None else ("yes" if x <= limit else "no")
+        rows.append(f"| {figure} | {value} | {against} | {shown} | {goal} | {met} |")
+    return ("| issue 30's goal | ours | against | value | goal | met |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows))
 
 
 def fmt_opt(x, digits=2):
@@ -860,6 +968,7 @@ def main():
         real_kill = docker.build("Dockerfile.sigkill", "scbench-real-sigkill", BASE_IMAGE)
         walls = {"ours": {}, "peer": {}, "peer_sigkill": {}}
         rss = {"ours": 0.0, "peer": 0.0, "peer_sigkill": 0.0}
+        rss_tree = {"ours": 0.0, "peer": 0.0, "peer_sigkill": 0.0}  # with descendants
         cpu = {"ours": [], "peer": [], "peer_sigkill": []}  # W8 runs' CpuMeter results
         failures = []
 
@@ -869,22 +978,23 @@ def main():
                 log = logs / f"{side}-{workload}-{i}.log"
                 print(f"bench: {side} {workload} run {i + 1}/{n}", flush=True)
                 try:
-                    seconds, peak, used = fn(work, docker, image, workload, log, env)
+                    seconds, peak, used, peak_tree = fn(work, docker, image, workload, log, env)
                 except BenchError as e:
                     # A run that fails (the peer has timed out under load here) is said, and run
                     # again once; results.json counts them.
                     tail = " | ".join(Path(log).read_text().strip().splitlines()[-3:]) if Path(log).exists() else ""
                     print(f"bench: {e}: {tail[-300:]}; running it again", flush=True)
                     failures.append(f"{side} {workload}: {e}: {tail[-300:]}")
-                    seconds, peak, used = fn(work, docker, image, workload, log, env)
+                    seconds, peak, used, peak_tree = fn(work, docker, image, workload, log, env)
                 times.append(seconds)
                 if env is None:
                     rss[side] = max(rss[side], peak)
+                    rss_tree[side] = max(rss_tree[side], peak_tree)
                 if used and env is None:
                     cpu[side].append(used)
             return spread(times)
 
-        for wl in ["W1", "W1x", "W10", "W8"]:
+        for wl in ["W1", "W1x", "W10", "W8", "W1g", "W8g"]:
             walls["ours"][wl] = measure("ours", wl, run_ours, stub, runs)
         for wl in ["W1", "W10", "W8"]:
             walls["peer_sigkill"][wl] = measure("peer_sigkill", wl, run_peer, stub_kill, runs)
@@ -944,6 +1054,7 @@ def main():
                                  "floor_exec": fl["exec"]["median"] * 1000,
                                  "floor_agent_exec": fl["agent_exec"]["median"] * 1000},
             "peak_rss_mb": rss,
+            "peak_rss_with_children_mb": rss_tree,
             "startup_ms": {"ours": med(st, "ours_help") * 1000, "peer": med(st, "peer_import") * 1000,
                            "ours_load_config": med(st, "ours_load_config") * 1000,
                            "peer_help": med(st, "peer_help") * 1000},
@@ -1002,7 +1113,8 @@ def failed_note(result):
 
 
 # The headline figures a run keeps of the run before it, as `before` in results.json.
-HEADLINE = ["date", "command", "per_iteration_ms", "peak_rss_mb", "startup_ms", "w8_wall_s", "w8_cpu"]
+HEADLINE = ["date", "command", "per_iteration_ms", "peak_rss_mb", "peak_rss_with_children_mb", "startup_ms",
+            "w8_wall_s", "w8_cpu"]
 
 
 def write(out, result, table):
@@ -1033,7 +1145,11 @@ Times are wall seconds from process start to exit (min / median / max); ratios u
 floor is the same work done by Docker alone: one `docker run -d`, one `docker exec … true` per agent
 iteration and one `docker rm -f`, each timed alone (W8: two such sequences, concurrency 4). Peak RSS
 is the orchestrator process's own high-water mark (VmHWM, sampled every 5 ms; the `docker` CLI it
-spawns is not counted): `sandcastle` for ours, `node drive.mjs` for the peer.
+spawns is not counted): `sandcastle` for ours, `node drive.mjs` for the peer; "with its
+children" is the largest sum of its and its living descendants' resident sets at one 5 ms sample.
+W1g and W8g are ours with a gate (`check = [["true"]]`), as a project runs them; the other
+workloads have none, as the peer has none. The second table holds issue 30's goals, each against
+its limit.
 
 The agent-exec floor is one `docker exec` of the stand-in `claude` alone (as the agent user, in the
 workspace, an implementer prompt on stdin, a new session), timed alone: what an iteration of either
@@ -1052,8 +1168,8 @@ ideal, "W8/machine ideal" the machine-bound one.
 **What each side does that the other does not.** Ours, per issue: fetches the forge's repository
 into its own bare repository, starts one container and makes the agent's checkout inside it from a
 bundle, runs every iteration in that container, takes the commits out as a bundle after each turn,
-runs the assessor before the first implementer turn and on completion the reviewer (each an agent
-turn: W1 is three agent runs for ours and W1x two, one for the peer), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
+on completion runs the reviewer (an agent turn: W1 is two agent runs for ours and W1x one, one for
+the peer; the bench's project has no `[clarify]` table, so no assessor), pushes the branch and opens a labelled pull request on the forge; it gives up with a comment
 on the issue after W1x and W10; W8 is one `run --once` pass (a planner turn plans all eight, and the
 pass works through them maxConcurrency at a time, starting the next as soon as one finishes). The peer, per issue: makes a git worktree on the host and
 bind-mounts it, and starts a new container for every iteration (`docker run`, four set-up
