@@ -198,12 +198,16 @@ fn a_never_ending_turn_is_stopped_at_the_turn_timeout() {
         .lines()
         .filter(|l| l.contains("turnTimeout"))
         .collect();
-    assert_eq!(said.len(), 1, "{stderr}");
-    assert!(
-        said[0].contains("implementer iteration 1/5 failed: implementer iteration 1 (claude-sonnet-4-6) ran for 15s ([sandbox] turnTimeout) and was stopped"),
-        "{}",
-        said[0]
-    );
+    // One line per stopped turn. The second turn returns at once, but a machine slow enough can
+    // stop it too: then it has a line of its own, never a second line for the first.
+    for (n, line) in said.iter().enumerate() {
+        let iteration = n + 1;
+        assert!(
+            line.contains(&format!("implementer iteration {iteration}/5 failed: implementer iteration {iteration} (claude-sonnet-4-6) ran for 15s ([sandbox] turnTimeout) and was stopped")),
+            "{stderr}"
+        );
+    }
+    assert!(!said.is_empty(), "{stderr}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(85),
         "stopped by turnTimeout, not idleTimeout (90s)"
