@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
-/// End-to-end tests share one Docker engine and two cores: one at a time.
+/// End-to-end tests share one Docker engine and two cores: one at a time under `cargo test`. Under
+/// nextest (checks/test.sh) each test is a process of its own, and its `e2e` test group
+/// (.config/nextest.toml) bounds how many run at once.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 pub fn image() -> String {
