@@ -92,15 +92,24 @@ pub struct Watchdog {
 impl Watchdog {
     /// Watches `child`, which must have been spawned with `process_group(0)`.
     pub fn start(child: &std::process::Child, limit: Duration) -> Watchdog {
-        let (done, wait) = std::sync::mpsc::channel::<()>();
         let group = rustix::process::Pid::from_raw(child.id() as i32);
+        Watchdog::calling(limit, move || {
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+        })
+    }
+
+    /// Calls `stop` when `limit` passes first (a sandbox's exec lets go of its streams).
+    pub fn calling(limit: Duration, stop: impl FnOnce() + Send + 'static) -> Watchdog {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
         let fired = thread::spawn(move || {
             let timed_out = matches!(
                 wait.recv_timeout(limit),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout)
             );
-            if let (true, Some(group)) = (timed_out, group) {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            if timed_out {
+                stop();
             }
             timed_out
         });

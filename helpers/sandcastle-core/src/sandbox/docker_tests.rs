@@ -2,6 +2,7 @@
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
 use super::test_support::*;
 use super::*;
+use std::process::Command;
 
 fn inspect(id: &str, format: &str) -> String {
     let out = Command::new("docker")
@@ -58,6 +59,7 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
     assert!(
         !sandbox
             .exec_command(&["cat", "/proc/1/environ"])
+            .unwrap()
             .output()
             .unwrap()
             .status
