@@ -152,7 +152,7 @@ sandcastle_app() {
         (builtins.unsafeDiscardStringContext wrapper.standIn.arguments.text) != null;
     }' | jq -e --arg program "$program" '
       .bin == $program and .function == "writeShellApplication"
-      and .runtimeInputs == ["git", "docker-client"] and .inheritPath and .execsHelpers'
+      and .runtimeInputs == ["git"] and .inheritPath and .execsHelpers'
 }
 
 # `nix flake show --json` lists every output the flake promises.

@@ -643,6 +643,11 @@ pub fn engine_is_local() -> Result<()> {
     engine().map(drop)
 }
 
+/// Where the engine is (`unix:///var/run/docker.sock`), once [`engine_is_local`] holds.
+pub fn engine_host() -> Result<String> {
+    engine().map(|engine| engine.host().to_string())
+}
+
 /// What a sandbox on `network` can reach, for the start line and `doctor`.
 pub fn network_says(network: sandcastle_config::Network) -> String {
     if network.is_direct() {
