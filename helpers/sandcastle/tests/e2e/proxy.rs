@@ -447,7 +447,8 @@ fn a_remote_engine_is_refused_in_one_line() {
     let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
     assert!(
         said.lines()
-            .any(|l| !l.starts_with("ok") && l.contains("tcp://192.0.2.1:2375 (DOCKER_HOST) is remote")),
+            .any(|l| !l.starts_with("ok")
+                && l.contains("tcp://192.0.2.1:2375 (DOCKER_HOST) is remote")),
         "{said}"
     );
     let doctor = h.sandcastle(&["doctor"]);
