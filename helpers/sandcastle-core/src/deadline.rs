@@ -1,6 +1,6 @@
-//! Programs run with a time bound: one that hangs (a forge that never answers git, a Docker
-//! engine that never answers its CLI) is killed, with every process it started, and the wait ends
-//! in one clear error.
+//! Programs run with a time bound: one that hangs (a forge that never answers git) is killed, with
+//! every process it started, and the wait ends in one clear error. The [`Watchdog`] also stops a
+//! sandbox's exec at its bound (the engine's own calls are bounded in `sandbox/engine.rs`).
 use anyhow::{Context as _, Result, bail};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
