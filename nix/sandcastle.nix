@@ -1,15 +1,15 @@
 # `sandcastle` as a project runs it on the host: the orchestrator with the
-# programs it calls, git and the Docker client (`docker-client`: the CLI
-# only, no engine), first on its PATH.
-{ writeShellApplication, git, docker-client, helpers }:
+# program it calls, git, first on its PATH. It speaks to the Docker engine's
+# API itself: no Docker client.
+{ writeShellApplication, git, helpers }:
 writeShellApplication {
   name = "sandcastle";
-  runtimeInputs = [ git docker-client ];
+  runtimeInputs = [ git ];
   text = ''
     exec ${helpers}/bin/sandcastle "$@"
   '';
   meta = {
-    description = "The sandcastle pull-request loop, with git and the Docker client";
+    description = "The sandcastle pull-request loop, with git";
     mainProgram = "sandcastle";
   };
 }

@@ -17,6 +17,7 @@ mod suggest;
 pub use forge::forge_url;
 pub use image::name_and_tag as image_name_and_tag;
 pub use mounts::mount_refused;
+pub use read::memory_size as memory_bytes;
 
 /// The conventional location, relative to a project's root.
 pub const DEFAULT_PATH: &str = ".sandcastle/config.toml";

@@ -955,24 +955,27 @@ fn repo_name(repo: &str) -> Result<&str, String> {
     }
 }
 
-/// The number of Docker's `--memory` syntax (`512m`, `4g`, `1.5GiB`), or `None` when `text` is not
-/// that syntax.
-fn memory_size(text: &str) -> Option<f64> {
+/// The bytes of Docker's `--memory` syntax (`512m`, `4g`, `1.5GiB`; units of 1024, as Docker
+/// reads them), or `None` when `text` is not that syntax.
+pub fn memory_size(text: &str) -> Option<f64> {
     let unit_start = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(unit_start);
     let number_ok = number.split('.').all(|digits| !digits.is_empty());
     let unit = unit.to_ascii_lowercase();
-    let unit = unit
-        .strip_prefix(['k', 'm', 'g', 't', 'p'])
-        .unwrap_or(&unit);
+    let power = ["k", "m", "g", "t", "p"]
+        .iter()
+        .position(|prefix| unit.starts_with(prefix))
+        .map_or(0, |at| at + 1);
+    let unit = &unit[power.min(1)..];
     let unit = unit.strip_prefix('i').unwrap_or(unit);
     let unit = unit.strip_prefix('b').unwrap_or(unit);
     if !(number_ok && unit.is_empty()) {
         return None;
     }
-    number.parse().ok()
+    let number: f64 = number.parse().ok()?;
+    Some(number * 1024f64.powi(power as i32))
 }
 
 fn kind(item: &Item) -> &'static str {

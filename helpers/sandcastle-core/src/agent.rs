@@ -18,7 +18,6 @@ use crate::secrets::Redactor;
 use crate::stream::Usage;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::thread;
 use std::time::Duration;
 
@@ -193,10 +192,8 @@ const KILL_AGENT_PROCESSES: &str = concat!(
 pub fn kill_agent_processes(sandbox: &Sandbox) -> Result<()> {
     let mut attempt = 1;
     loop {
-        let result = crate::sandbox::output(
-            sandbox
-                .exec_command(&["sh", "-c", KILL_AGENT_PROCESSES])
-                .stdin(Stdio::null()),
+        let result = sandbox.run(
+            &["sh", "-c", KILL_AGENT_PROCESSES],
             "docker exec (stop the agent's processes)",
         );
         match result {

@@ -58,9 +58,10 @@ pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
         remote,
         WORKSPACE,
     ];
-    let out = sandbox
-        .exec_at("/", &argv)
-        .stdin(std::fs::File::open(bundle.path()).context("cannot read the seed bundle")?)
+    let input = std::fs::File::open(bundle.path()).context("cannot read the seed bundle")?;
+    let mut exec = sandbox.exec_at("/", &argv)?;
+    exec.feed(input);
+    let out = exec
         .output()
         .context("cannot run `docker exec` to make the checkout")?;
     if !out.status.success() {

@@ -1,6 +1,6 @@
-//! Programs run with a time bound: one that hangs (a forge that never answers git, a Docker
-//! engine that never answers its CLI) is killed, with every process it started, and the wait ends
-//! in one clear error.
+//! Programs run with a time bound: one that hangs (a forge that never answers git) is killed, with
+//! every process it started, and the wait ends in one clear error. The [`Watchdog`] also stops a
+//! sandbox's exec at its bound (the engine's own calls are bounded in `sandbox/engine.rs`).
 use anyhow::{Context as _, Result, bail};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -92,15 +92,24 @@ pub struct Watchdog {
 impl Watchdog {
     /// Watches `child`, which must have been spawned with `process_group(0)`.
     pub fn start(child: &std::process::Child, limit: Duration) -> Watchdog {
-        let (done, wait) = std::sync::mpsc::channel::<()>();
         let group = rustix::process::Pid::from_raw(child.id() as i32);
+        Watchdog::calling(limit, move || {
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+        })
+    }
+
+    /// Calls `stop` when `limit` passes first (a sandbox's exec lets go of its streams).
+    pub fn calling(limit: Duration, stop: impl FnOnce() + Send + 'static) -> Watchdog {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
         let fired = thread::spawn(move || {
             let timed_out = matches!(
                 wait.recv_timeout(limit),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout)
             );
-            if let (true, Some(group)) = (timed_out, group) {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            if timed_out {
+                stop();
             }
             timed_out
         });

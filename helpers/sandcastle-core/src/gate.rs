@@ -9,7 +9,6 @@ use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
 use anyhow::{Context, Result};
 use std::io::Read;
-use std::process::Stdio;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -99,11 +98,8 @@ enum Stopped {
 fn run_step(sandbox: &Sandbox, argv: &[&str], bounds: Bounds) -> Result<(bool, String)> {
     let mut child = sandbox
         .exec_command(argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
         .context("cannot start `docker exec` for the gate")?;
+    drop(child.stdin.take());
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let (sender, chunks) = mpsc::channel::<Vec<u8>>();

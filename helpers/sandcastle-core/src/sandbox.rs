@@ -1,15 +1,28 @@
-//! Docker sandboxes through the `docker` CLI (so `DOCKER_HOST` and contexts work).
+//! Docker sandboxes through the Docker Engine API (`engine.rs`: `DOCKER_HOST` and contexts work,
+//! as with the `docker` CLI, which sandcastle does not need). Each exec is an [`Exec`] with the
+//! shape of a spawned process (`exec.rs`).
 //!
-//! Secrets never appear in a docker argument: variables are passed by name (`-e NAME`) and their
-//! values are set on the environment of the `docker` process itself, which hands them to the engine.
+//! Secrets never appear in an argument: a variable's value goes in the body of the one exec request
+//! that needs it, and the container itself is created without any.
 use crate::deadline::{self, Watchdog};
 use crate::proxy;
 use anyhow::{Context, Result, bail};
+use bollard::errors::Error as EngineError;
+use bollard::models::{ContainerCreateBody, HostConfig, VolumeCreateRequest};
+use bollard::query_parameters::{
+    CreateContainerOptions, ListContainersOptions, ListVolumesOptions, LogsOptions,
+    RemoveContainerOptions, RemoveVolumeOptions,
+};
+use engine::Engine;
+pub use exec::{Exec, ExecSpec};
+use futures_util::StreamExt;
+use std::collections::HashMap;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
+
+mod engine;
+mod exec;
 
 /// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
 /// host directory), and the agent's working directory.
@@ -35,14 +48,13 @@ mkdir -p /usr/local/libexec
 cp "$(command -v sh)" "$1.new"
 chmod 0111 "$1.new"
 mv -f "$1.new" "$1""#;
-/// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
+/// The longest an Engine API call may take (the agent's own `claude` exec has its idle timeout).
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest moving a file into or out of a sandbox may take.
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
 /// Test only: whole seconds replacing both bounds.
 const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_DOCKER_TIMEOUT";
-/// The most a `docker` command's output may be (an exec's runs in the agent's container): what
-/// the host reads whole.
+/// The most an exec's output may be (it runs in the agent's container): what the host reads whole.
 const MAX_DOCKER_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Limits and wiring from `[sandbox]` in the config.
@@ -58,9 +70,8 @@ pub struct SandboxSpec<'a> {
     pub pids_limit: u32,
     /// `host:container` pairs, mounted read-only.
     pub mounts: &'a [String],
-    /// Variables every `docker exec` passes by name (values come from the docker CLI's environment,
-    /// never from its arguments). The container itself is created without any, so `docker inspect`
-    /// shows none.
+    /// Variables every exec gets, in its request's body (never an argument). The container itself is
+    /// created without any, so `docker inspect` shows none.
     pub env: &'a [(String, String)],
     /// The read-only forge login `configure-tea` sets up for `tea`, if the project has one.
     pub tea: Option<&'a TeaLogin<'a>>,
@@ -94,31 +105,40 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// `docker run -d` with `--cap-drop ALL`, `--security-opt no-new-privileges`, `--pids-limit`,
-    /// `--memory`, `--network`, the run and project labels, and no variable, then runs
+    /// Creates and starts the container with no capability, `no-new-privileges`, the pids and
+    /// memory limits, the network, the run and project labels, and no variable, then runs
     /// `configure-tea` inside as the agent user when the project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
-        let id = output(Command::new("docker").args(run_args(spec)?), "docker run")?;
+        let (name, config) = container_config(spec)?;
+        let engine = engine()?;
+        let id = engine.call("docker create", |docker| async move {
+            let options = CreateContainerOptions {
+                name: Some(name),
+                ..Default::default()
+            };
+            Ok(docker.create_container(Some(options), config).await?.id)
+        })?;
         let sandbox = Sandbox {
             sessions: Default::default(),
             id,
             env: spec.env.to_vec(),
         };
-        let protected = output(
-            Command::new("docker")
-                .args([
-                    "exec",
-                    "-u",
+        let started = {
+            let id = sandbox.id.clone();
+            engine.call("docker start", |docker| async move {
+                docker.start_container(&id, None).await
+            })
+        };
+        let protected = started.and_then(|()| {
+            sandbox
+                .exec_as(
                     "0",
-                    &sandbox.id,
-                    "sh",
-                    "-c",
-                    MAKE_PROTECTED_SH,
-                ])
-                .args(["sh", PROTECTED_SH])
-                .stdin(Stdio::null()),
-            "docker exec (the agent's protected shell)",
-        );
+                    "/",
+                    &[],
+                    &["sh", "-c", MAKE_PROTECTED_SH, "sh", PROTECTED_SH],
+                )?
+                .finish("docker exec (the agent's protected shell)")
+        });
         let configured = match (protected, spec.tea) {
             (Err(error), _) => Err(error),
             (Ok(_), Some(tea)) => sandbox.configure_tea(tea),
@@ -126,10 +146,7 @@ impl Sandbox {
         };
         if let Err(error) = configured {
             // Best effort: the error that matters is the one above.
-            let _ = output(
-                Command::new("docker").args(["rm", "-f", &sandbox.id]),
-                "docker rm",
-            );
+            let _ = remove_containers(&[&sandbox.id]);
             return Err(error);
         }
         Ok(sandbox)
@@ -140,20 +157,37 @@ impl Sandbox {
         &self.id
     }
 
-    /// A `docker exec -i -u agent -w WORKSPACE [-e NAME ...] <id> <argv>` command, ready to spawn.
-    pub fn exec_command(&self, argv: &[&str]) -> Command {
+    /// `argv` started as the agent user in [`WORKSPACE`], with the sandbox's variables, attached.
+    pub fn exec_command(&self, argv: &[&str]) -> Result<Exec> {
         self.exec_at(WORKSPACE, argv)
     }
 
     /// `exec_command` in another working directory.
-    pub fn exec_at(&self, workdir: &str, argv: &[&str]) -> Command {
-        let mut command = Command::new("docker");
-        command.args(["exec", "-i", "-u", AGENT_USER, "-w", workdir]);
-        for (name, value) in &self.env {
-            command.args(["-e", name]).env(name, value);
-        }
-        command.arg(&self.id).args(argv);
-        command
+    pub fn exec_at(&self, workdir: &str, argv: &[&str]) -> Result<Exec> {
+        self.exec_as(AGENT_USER, workdir, &self.env, argv)
+    }
+
+    fn exec_as(
+        &self,
+        user: &str,
+        workdir: &str,
+        env: &[(String, String)],
+        argv: &[&str],
+    ) -> Result<Exec> {
+        let spec = ExecSpec {
+            container: &self.id,
+            user,
+            workdir,
+            env,
+            argv,
+        };
+        Exec::start(engine()?, &spec)
+    }
+
+    /// Runs `argv` as [`Sandbox::exec_command`] does, stdin closed, to its end within the engine
+    /// call's bound; its trimmed stdout, or an error naming `what` with the first stderr line.
+    pub fn run(&self, argv: &[&str], what: &str) -> Result<String> {
+        self.exec_command(argv)?.finish(what)
     }
 
     /// Runs `argv` in the sandbox and writes what it prints to `dest`, a new file the host creates
@@ -164,16 +198,10 @@ impl Sandbox {
         use std::io::{Read, Write};
         let mut file =
             create_host_file(dest).with_context(|| format!("cannot write {}", dest.display()))?;
-        let mut child = self
-            .exec_at("/", argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot run `docker exec`: {e}"))?;
+        let mut child = self.exec_at("/", argv)?;
+        drop(child.stdin.take());
         let bound = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
-        let watchdog = Watchdog::start(&child, bound);
+        let watchdog = Watchdog::calling(bound, child.killer());
         let stderr = child.stderr.take().map(|mut pipe| {
             std::thread::spawn(move || {
                 let mut text = String::new();
@@ -211,8 +239,8 @@ impl Sandbox {
     }
 
     /// Copies one host file into the container (parent directories created), owned by the agent
-    /// user afterwards. It is written by the agent user through `docker exec` rather than with
-    /// `docker cp` plus `chown`: the container has no capabilities, so its root cannot chown.
+    /// user afterwards. It is written by the agent user through an exec rather than copied in as an
+    /// archive plus `chown`: the container has no capabilities, so its root cannot chown.
     pub fn copy_in(&self, host_path: &Path, container_path: &str) -> Result<()> {
         let file = std::fs::File::open(host_path).with_context(|| {
             format!(
@@ -220,26 +248,25 @@ impl Sandbox {
                 host_path.display()
             )
         })?;
-        let mut command = Command::new("docker");
-        command
-            .args(["exec", "-i", "-u", AGENT_USER, &self.id, "sh", "-c"])
-            .arg(r#"mkdir -p "$(dirname "$1")" && cat > "$1""#)
-            .args(["sh", container_path])
-            .stdin(file);
+        let script = r#"mkdir -p "$(dirname "$1")" && cat > "$1""#;
+        let mut exec = self.exec_as(
+            AGENT_USER,
+            "/",
+            &[],
+            &["sh", "-c", script, "sh", container_path],
+        )?;
+        exec.feed(file);
         let limit = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
-        output_within(&mut command, "docker exec (copy into the sandbox)", limit).map(drop)
+        exec.finish_within("docker exec (copy into the sandbox)", limit)
+            .map(drop)
     }
 
     /// Lets the agent user write into `path`, a directory root owns (a fresh volume's mount point):
     /// root, as the directory's owner, needs no capability for `chmod`.
     pub fn open_to_agent(&self, path: &str) -> Result<()> {
-        output(
-            Command::new("docker")
-                .args(["exec", "-u", "0", &self.id, "chmod", "1777", path])
-                .stdin(Stdio::null()),
-            "docker exec (chmod)",
-        )
-        .map(drop)
+        self.exec_as("0", "/", &[], &["chmod", "1777", path])?
+            .finish("docker exec (chmod)")
+            .map(drop)
     }
 
     /// Whether the container holds `session_id`'s file as the host last took it out.
@@ -257,82 +284,87 @@ impl Sandbox {
 
     /// Whether the container still runs: it stops when its main process, the relay, exits.
     pub fn running(&self) -> Result<bool> {
-        let state = output(
-            Command::new("docker").args([
-                "container",
-                "inspect",
-                "--format",
-                "{{.State.Running}}",
-                &self.id,
-            ]),
-            "docker container inspect",
-        )?;
-        Ok(state == "true")
+        let id = self.id.clone();
+        let state = engine()?.call("docker container inspect", |docker| async move {
+            Ok(docker.inspect_container(&id, None).await?.state)
+        })?;
+        Ok(state.and_then(|s| s.running) == Some(true))
     }
 
-    /// `docker rm -f`.
+    /// Removes the container, running or not.
     pub fn remove(self) -> Result<()> {
         remove_containers(&[&self.id])
     }
 
-    /// The login goes in for this one `docker exec`, by name: `tea`'s config in the sandbox then
-    /// holds it, and no other process of the sandbox gets it in its environment.
+    /// The login goes in for this one exec, in its request's body: `tea`'s config in the sandbox
+    /// then holds it, and no other process of the sandbox gets it in its environment.
     fn configure_tea(&self, tea: &TeaLogin) -> Result<()> {
-        let mut command = Command::new("docker");
-        command
-            .args(["exec", "-i", "-u", AGENT_USER, "-w", "/"])
-            .args(["-e", "FORGEJO_USER", "-e", "FORGEJO_TOKEN"])
-            .env("FORGEJO_USER", tea.user)
-            .env("FORGEJO_TOKEN", tea.token)
-            .arg(&self.id)
-            .args(["configure-tea", "--url", tea.url]);
-        output(&mut command, "configure-tea").map(drop).map_err(|error| {
-            anyhow::anyhow!(
-                "{error} in the sandbox: check FORGEJO_AGENT_TOKEN and forgeHost, and that the image has configure-tea"
-            )
-        })
+        let env = [
+            ("FORGEJO_USER".to_string(), tea.user.to_string()),
+            ("FORGEJO_TOKEN".to_string(), tea.token.to_string()),
+        ];
+        self.exec_as(AGENT_USER, "/", &env, &["configure-tea", "--url", tea.url])
+            .and_then(|exec| exec.finish("configure-tea"))
+            .map(drop)
+            .map_err(|error| {
+                anyhow::anyhow!(
+                    "{error} in the sandbox: check FORGEJO_AGENT_TOKEN and forgeHost, and that the image has configure-tea"
+                )
+            })
     }
 }
 
-/// The arguments of `docker run` for `spec`: no variable and no mount but the read-only `mounts`
-/// and the proxy's socket directory; the main process is the relay, as the container's root
-/// without capabilities (every exec names the agent user).
-fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "-d".into(),
-        "--name".into(),
-        container_name(spec.run_id, spec.key),
-        "--label".into(),
-        format!("{RUN_LABEL}={}", spec.run_id),
-        "--label".into(),
-        format!("{PROJECT_LABEL}={}", spec.project.display()),
-        "--label".into(),
-        format!("{HOST_LABEL}={}", host_name()),
-        // An init reaps the orphans the agent leaves, so zombies do not count against the pids limit.
-        "--init".into(),
-        // The container's own processes are root's, with no capability: every exec names the agent.
-        "--user".into(),
-        "0:0".into(),
-        "--cap-drop".into(),
-        "ALL".into(),
-        "--security-opt".into(),
-        "no-new-privileges".into(),
-        "--pids-limit".into(),
-        spec.pids_limit.to_string(),
-        "--memory".into(),
-        spec.memory.into(),
-        "--network".into(),
-        spec.network.name().into(),
-        "-v".into(),
-        format!(
-            "{}:{}:ro",
-            spec.relay.socket_dir.display(),
-            proxy::SOCKET_DIR_IN_SANDBOX
-        ),
-        "--entrypoint".into(),
-        "sandcastle".into(),
-    ];
+impl Exec {
+    /// Runs to the end within the engine call's bound: the trimmed stdout, or an error naming
+    /// `what` with the first line of stderr.
+    fn finish(self, what: &str) -> Result<String> {
+        self.finish_within(what, deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))
+    }
+
+    fn finish_within(self, what: &str, limit: Duration) -> Result<String> {
+        let result = self.output_within(limit, MAX_DOCKER_OUTPUT_BYTES, what)?;
+        if !result.status.success() {
+            let stderr = String::from_utf8_lossy(&result.stderr);
+            let reason = stderr
+                .lines()
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or("no error output")
+                .trim();
+            bail!("`{what}` failed ({}): {reason}", result.status);
+        }
+        Ok(String::from_utf8_lossy(&result.stdout).trim().to_string())
+    }
+}
+
+/// The engine the environment names, connected once per process (a failure is tried again next
+/// time).
+fn engine() -> Result<&'static Engine> {
+    static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+    if let Some(engine) = ENGINE.get() {
+        return Ok(engine);
+    }
+    let engine = Engine::from_env(deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))?;
+    Ok(ENGINE.get_or_init(|| engine))
+}
+
+/// `sandcastle.run`, `sandcastle.project` and `sandcastle.host` for a container or volume of `run_id`.
+fn run_labels(run_id: &str, project: &Path) -> HashMap<String, String> {
+    HashMap::from([
+        (RUN_LABEL.to_string(), run_id.to_string()),
+        (PROJECT_LABEL.to_string(), project.display().to_string()),
+        (HOST_LABEL.to_string(), host_name()),
+    ])
+}
+
+/// The name and configuration of `spec`'s container: no variable and no mount but the read-only
+/// `mounts` and the proxy's socket directory; the main process is the relay, as the container's
+/// root without capabilities (every exec names the agent user).
+fn container_config(spec: &SandboxSpec) -> Result<(String, ContainerCreateBody)> {
+    let mut binds = vec![format!(
+        "{}:{}:ro",
+        spec.relay.socket_dir.display(),
+        proxy::SOCKET_DIR_IN_SANDBOX
+    )];
     for mount in spec.mounts {
         let Some((host, container)) = mount.split_once(':') else {
             bail!(
@@ -357,20 +389,45 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
                 "[sandbox] mounts entry {mount:?}: the container path must be absolute with no options: fix it in .sandcastle/config.toml"
             );
         }
-        args.extend(["-v".into(), format!("{}:{container}:ro", host.display())]);
+        binds.push(format!("{}:{container}:ro", host.display()));
     }
     if let Some((volume, container)) = spec.volume {
-        args.extend(["-v".into(), format!("{volume}:{container}")]);
+        binds.push(format!("{volume}:{container}"));
     }
-    args.extend([
-        spec.image.into(),
-        "relay".into(),
-        "--listen".into(),
-        format!("127.0.0.1:{}", spec.relay.port),
-        "--socket".into(),
-        format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
-    ]);
-    Ok(args)
+    let memory = sandcastle_config::memory_bytes(spec.memory).with_context(|| {
+        format!(
+            "[sandbox] memory {:?} is not a memory size: write e.g. \"4g\" in .sandcastle/config.toml",
+            spec.memory
+        )
+    })?;
+    let host_config = HostConfig {
+        // An init reaps the orphans the agent leaves, so zombies do not count against the pids limit.
+        init: Some(true),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        pids_limit: Some(spec.pids_limit.into()),
+        memory: Some(memory as i64),
+        network_mode: Some(spec.network.name().into()),
+        binds: Some(binds),
+        ..Default::default()
+    };
+    let config = ContainerCreateBody {
+        image: Some(spec.image.into()),
+        labels: Some(run_labels(spec.run_id, spec.project)),
+        // The container's own processes are root's, with no capability: every exec names the agent.
+        user: Some("0:0".into()),
+        entrypoint: Some(vec!["sandcastle".into()]),
+        cmd: Some(vec![
+            "relay".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{}", spec.relay.port),
+            "--socket".into(),
+            format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
+        ]),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    Ok((container_name(spec.run_id, spec.key), config))
 }
 
 /// `sandcastle-<run>-<key>`, with characters docker does not allow in names replaced by `-`.
@@ -387,67 +444,39 @@ pub fn container_name(run_id: &str, key: &str) -> String {
         .collect()
 }
 
-/// Runs a docker command to the end, within `DOCKER_TIMEOUT`; its trimmed stdout, or an error
-/// with its first stderr line.
-pub fn output(command: &mut Command, what: &str) -> Result<String> {
-    output_within(command, what, deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))
-}
-
-fn output_within(command: &mut Command, what: &str, limit: Duration) -> Result<String> {
-    let result = deadline::output_within(command, limit, MAX_DOCKER_OUTPUT_BYTES, what).map_err(
-        |error| match error.downcast_ref::<std::io::Error>() {
-            Some(io) if io.kind() == std::io::ErrorKind::NotFound => {
-                anyhow::anyhow!("the `docker` CLI is not on PATH: install Docker's client")
-            }
-            Some(io) => anyhow::anyhow!("cannot run `{what}`: {io}"),
-            None => error,
-        },
-    )?;
-    if !result.status.success() {
-        let stderr = String::from_utf8_lossy(&result.stderr);
-        // The first line says what went wrong; later ones are hints ("Run 'docker run --help'").
-        let reason = stderr
-            .lines()
-            .find(|line| !line.trim().is_empty())
-            .unwrap_or("no error output")
-            .trim();
-        bail!("`{what}` failed ({}): {reason}", result.status);
-    }
-    Ok(String::from_utf8_lossy(&result.stdout).trim().to_string())
-}
-
 /// Creates the Docker volume `name`, labelled like a container of the run, so that removing the
 /// run's leftovers removes it too.
 pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
-    output(
-        Command::new("docker").args([
-            "volume",
-            "create",
-            "--label",
-            &format!("{RUN_LABEL}={run_id}"),
-            "--label",
-            &format!("{PROJECT_LABEL}={}", project.display()),
-            "--label",
-            &format!("{HOST_LABEL}={}", host_name()),
-            name,
-        ]),
-        "docker volume create",
-    )
-    .map(drop)
+    let request = VolumeCreateRequest {
+        name: Some(name.to_string()),
+        labels: Some(run_labels(run_id, project)),
+        ..Default::default()
+    };
+    engine()?
+        .call("docker volume create", |docker| async move {
+            docker.create_volume(request).await
+        })
+        .map(drop)
 }
 
-/// `docker volume rm -f`: a volume already gone is no error.
+/// Removes the volumes, in use or not: a volume already gone is no error.
 pub fn remove_volumes(names: &[&str]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
-    output(
-        Command::new("docker")
-            .args(["volume", "rm", "-f"])
-            .args(names),
-        "docker volume rm",
-    )
-    .map(drop)
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    engine()?.call("docker volume rm", |docker| async move {
+        for name in names {
+            let options = RemoveVolumeOptions { force: true };
+            match docker.remove_volume(&name, Some(options)).await {
+                Err(EngineError::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => {}
+                done => done?,
+            }
+        }
+        Ok(())
+    })
 }
 
 /// This machine's name, as the kernel knows it.
@@ -472,67 +501,72 @@ pub struct DeadContainer {
 /// other hosts, of other projects, of live runs, and those without the labels to tell, are left
 /// alone.
 pub fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
-    let filter = format!("label={PROJECT_LABEL}={}", project.display());
-    let labels = format!("{{{{.Label \"{RUN_LABEL}\"}}}}\t{{{{.Label \"{HOST_LABEL}\"}}}}");
-    let containers = output(
-        Command::new("docker").args([
-            "ps",
-            "-a",
-            "--filter",
-            &filter,
-            "--format",
-            &format!("{{{{.ID}}}}\t{{{{.Names}}}}\t{labels}"),
-        ]),
-        "docker ps",
-    )?;
-    let volumes = output(
-        Command::new("docker").args([
-            "volume",
-            "ls",
-            "--filter",
-            &filter,
-            "--format",
-            &format!("{{{{.Name}}}}\t{{{{.Name}}}}\t{labels}"),
-        ]),
-        "docker volume ls",
-    )?;
+    let filter = label_filter(&format!("{PROJECT_LABEL}={}", project.display()));
+    let (containers, volumes) = listed(filter, "docker ps")?;
     let host = host_name();
-    let dead = |listed: &str, volume: bool| -> Vec<DeadContainer> {
-        listed
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split('\t');
-                let (id, name, run, on) = (
-                    fields.next()?,
-                    fields.next()?,
-                    fields.next()?,
-                    fields.next()?,
-                );
-                (on == host && run_is_dead(run)).then(|| DeadContainer {
-                    id: id.to_string(),
-                    name: name.to_string(),
-                    volume,
-                })
-            })
-            .collect()
+    let dead = |labels: &HashMap<String, String>| {
+        labels.get(HOST_LABEL) == Some(&host)
+            && labels.get(RUN_LABEL).is_some_and(|run| run_is_dead(run))
     };
-    let mut found = dead(&containers, false);
-    found.extend(dead(&volumes, true));
+    let mut found: Vec<DeadContainer> = containers
+        .into_iter()
+        .filter(|c| c.labels.as_ref().is_some_and(dead))
+        .filter_map(|c| {
+            let name = c.names?.first()?.trim_start_matches('/').to_string();
+            Some(DeadContainer {
+                id: c.id?,
+                name,
+                volume: false,
+            })
+        })
+        .collect();
+    found.extend(
+        volumes
+            .into_iter()
+            .filter(|v| dead(&v.labels))
+            .map(|v| DeadContainer {
+                id: v.name.clone(),
+                name: v.name,
+                volume: true,
+            }),
+    );
     Ok(found)
+}
+
+/// A `label=…` filter for the list calls.
+fn label_filter(label: &str) -> HashMap<String, Vec<String>> {
+    HashMap::from([("label".to_string(), vec![label.to_string()])])
+}
+
+/// The containers, stopped ones too, and the volumes that match `filters`.
+fn listed(
+    filters: HashMap<String, Vec<String>>,
+    what: &str,
+) -> Result<(
+    Vec<bollard::models::ContainerSummary>,
+    Vec<bollard::models::Volume>,
+)> {
+    engine()?.call(what, |docker| async move {
+        let containers = ListContainersOptions {
+            all: true,
+            filters: Some(filters.clone()),
+            ..Default::default()
+        };
+        let containers = docker.list_containers(Some(containers)).await?;
+        let volumes = ListVolumesOptions {
+            filters: Some(filters),
+        };
+        let volumes = docker.list_volumes(Some(volumes)).await?;
+        Ok((containers, volumes.volumes.unwrap_or_default()))
+    })
 }
 
 /// Removes the containers [`dead_runs`] found, then their volumes.
 pub fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
     let (volumes, containers): (Vec<&DeadContainer>, Vec<&DeadContainer>) =
         dead.iter().partition(|c| c.volume);
-    if !containers.is_empty() {
-        output(
-            Command::new("docker")
-                .args(["rm", "-f"])
-                .args(containers.iter().map(|c| &c.id)),
-            "docker rm",
-        )?;
-    }
+    let containers: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+    remove_containers(&containers)?;
     let volumes: Vec<&str> = volumes.iter().map(|v| v.id.as_str()).collect();
     remove_volumes(&volumes)
 }
@@ -552,74 +586,66 @@ pub fn run_is_dead(run_id: &str) -> bool {
 
 /// Removes every container labelled with this run id, then every volume.
 pub fn remove_run(run_id: &str) -> Result<()> {
-    let label = format!("label={RUN_LABEL}={run_id}");
-    let ids = output(
-        Command::new("docker").args(["ps", "-aq", "--filter", &label]),
-        "docker ps",
-    )?;
-    let ids: Vec<&str> = ids.split_whitespace().collect();
-    if !ids.is_empty() {
-        remove_containers(&ids)?;
-    }
-    let volumes = output(
-        Command::new("docker").args(["volume", "ls", "-q", "--filter", &label]),
-        "docker volume ls",
-    )?;
-    remove_volumes(&volumes.split_whitespace().collect::<Vec<_>>())
+    let (containers, volumes) =
+        listed(label_filter(&format!("{RUN_LABEL}={run_id}")), "docker ps")?;
+    let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
+    remove_containers(&ids.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+    remove_volumes(&names)
 }
 
-/// `docker rm -f`, idempotent: a container already gone, or being removed by another thread of
-/// this run (a stop removes the run's containers while workers remove their own), is no error.
+/// Removes the containers, running or not, idempotently: a container already gone, or being removed
+/// by another thread of this run (a stop removes the run's containers while workers remove their
+/// own), is no error.
 fn remove_containers(ids: &[&str]) -> Result<()> {
-    match output(
-        Command::new("docker").args(["rm", "-f"]).args(ids),
-        "docker rm",
-    ) {
-        Err(e)
-            if {
-                let text = e.to_string();
-                text.contains("is already in progress") || text.contains("No such container")
-            } =>
-        {
-            Ok(())
-        }
-        done => done.map(drop),
+    if ids.is_empty() {
+        return Ok(());
     }
-}
-
-/// `docker version` answers.
-pub fn engine_answers() -> Result<()> {
-    output(
-        Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]),
-        "docker version",
-    )
-    .map(drop)
-    .map_err(|error| {
-        anyhow::anyhow!(
-            "the Docker engine does not answer ({error}): start it, or point DOCKER_HOST at one"
-        )
+    let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    engine()?.call("docker rm", |docker| async move {
+        for id in ids {
+            let options = RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            };
+            match docker.remove_container(&id, Some(options)).await {
+                Err(EngineError::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => {}
+                Err(EngineError::DockerResponseServerError {
+                    status_code: 409,
+                    message,
+                }) if message.contains("is already in progress") => {}
+                done => done?,
+            }
+        }
+        Ok(())
     })
 }
 
-/// The engine runs on this host, where it can mount the proxy's socket directory: the endpoint the
-/// `docker` CLI uses (`DOCKER_HOST`, else the current context) is a Unix socket. A remote engine
-/// (`tcp://`, `ssh://`) is refused with the reason.
+/// The engine answers.
+pub fn engine_answers() -> Result<()> {
+    engine()
+        .and_then(|engine| {
+            engine.call(
+                "docker version",
+                |docker| async move { docker.ping().await },
+            )
+        })
+        .map(drop)
+        .map_err(|error| anyhow::anyhow!("the Docker engine does not answer ({error})"))
+}
+
+/// The engine runs on this host, where it can mount the proxy's socket directory: its endpoint
+/// (`DOCKER_HOST`, else the current context) is a Unix socket, or TCP on loopback. A remote engine
+/// (`tcp://` elsewhere, `ssh://`) is refused with the reason.
 pub fn engine_is_local() -> Result<()> {
-    let endpoint = output(
-        Command::new("docker").args([
-            "context",
-            "inspect",
-            "--format",
-            "{{.Endpoints.docker.Host}}",
-        ]),
-        "docker context inspect",
-    )?;
-    if endpoint.is_empty() || endpoint.starts_with("unix://") {
-        return Ok(());
-    }
-    bail!(
-        "the Docker engine at {endpoint} is remote, and cannot mount the socket sandboxes reach the model through: run sandcastle on the engine's host"
-    )
+    engine().map(drop)
+}
+
+/// Where the engine is (`unix:///var/run/docker.sock`), once [`engine_is_local`] holds.
+pub fn engine_host() -> Result<String> {
+    engine().map(|engine| engine.host().to_string())
 }
 
 /// What a sandbox on `network` can reach, for the start line and `doctor`.
@@ -637,12 +663,12 @@ pub fn network_says(network: sandcastle_config::Network) -> String {
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 /// Meaningful only where the engine answers ([`engine_answers`]).
 pub fn image_exists(image: &str) -> Result<()> {
-    let found = output(
-        Command::new("docker")
-            .args(["image", "inspect", "--format", "{{.Id}}", image])
-            .stdin(Stdio::null()),
-        "docker image inspect",
-    );
+    let name = image.to_string();
+    let found = engine().and_then(|engine| {
+        engine.call("docker image inspect", |docker| async move {
+            docker.inspect_image(&name).await
+        })
+    });
     if found.is_err() {
         bail!(
             "the image {image} is not in Docker: build and load it with `nix run .#sandcastleImage | docker load`"
@@ -658,22 +684,52 @@ pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
         .collect();
-    let out = output(
-        Command::new("docker")
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--entrypoint",
-                "/bin/sh",
-                image,
-                "-c",
-            ])
-            .arg(script.join("; ")),
-        "docker run",
-    )?;
-    let missing: Vec<&str> = out.split_whitespace().collect();
+    let config = ContainerCreateBody {
+        image: Some(image.to_string()),
+        entrypoint: Some(vec!["/bin/sh".into()]),
+        cmd: Some(vec!["-c".into(), script.join("; ")]),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let engine = engine()?;
+    let id = engine.call("docker create", |docker| async move {
+        Ok(docker.create_container(None, config).await?.id)
+    })?;
+    let printed = {
+        let id = id.clone();
+        engine.call("docker run", |docker| async move {
+            docker.start_container(&id, None).await?;
+            let mut waited = docker.wait_container(&id, None);
+            while let Some(status) = waited.next().await {
+                if let Err(error) = status {
+                    // A non-zero exit comes as an error: the output says what is missing.
+                    if !matches!(error, EngineError::DockerContainerWaitError { .. }) {
+                        return Err(error);
+                    }
+                }
+            }
+            let options = LogsOptions {
+                stdout: true,
+                ..Default::default()
+            };
+            let mut logs = docker.logs(&id, Some(options));
+            let mut printed = Vec::new();
+            while let Some(chunk) = logs.next().await {
+                printed.extend_from_slice(&chunk?.into_bytes());
+                if printed.len() as u64 > MAX_DOCKER_OUTPUT_BYTES {
+                    break;
+                }
+            }
+            Ok(String::from_utf8_lossy(&printed).into_owned())
+        })
+    };
+    let removed = remove_containers(&[&id]);
+    let printed = printed?;
+    removed?;
+    let missing: Vec<&str> = printed.split_whitespace().collect();
     if !missing.is_empty() {
         bail!(
             "the image {image} lacks {}: rebuild it with `nix run .#sandcastleImage | docker load`",
@@ -722,71 +778,49 @@ mod tests {
     }
 
     #[test]
-    fn run_args_confine_the_container_and_carry_no_variable_and_no_checkout() {
+    fn the_container_is_confined_and_carries_no_variable_and_no_checkout() {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
         std::fs::create_dir(&cache).unwrap();
         let env = [("ANTHROPIC_API_KEY".to_string(), "s3cret-key".to_string())];
         let mounts = [format!("{}:/nix/store", cache.display())];
-        let args = run_args(&spec(dir.path(), &mounts, &env)).unwrap();
-        let joined = args.join(" ");
-        for expected in [
-            "run -d --name sandcastle-20261202T130405Z-1-issue-42",
-            "--label sandcastle.run=20261202T130405Z-1",
-            &format!("--label sandcastle.project={}", dir.path().display()),
-            &format!("--label sandcastle.host={} --init --user 0:0", host_name()),
-            "--cap-drop ALL --security-opt no-new-privileges",
-            "--pids-limit 1024 --memory 4g --network host",
-            "-v /tmp/sandcastle-proxy-x:/run/sandcastle:ro --entrypoint sandcastle",
-            &format!(
-                "-v {}:/nix/store:ro sandcastle:test relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock",
-                cache.display()
-            ),
-        ] {
-            assert!(joined.contains(expected), "{expected:?} not in {joined:?}");
-        }
-        assert!(
-            !args.iter().any(|a| a == "-e"),
-            "no variable at creation: {joined}"
-        );
-        assert_eq!(args.iter().filter(|a| *a == "-v").count(), 2, "{joined}");
-        assert!(!joined.contains("s3cret-key"));
-    }
-
-    #[test]
-    fn exec_command_passes_values_through_the_environment_only() {
-        let sandbox = Sandbox {
-            id: "abc123".into(),
-            env: vec![("ANTHROPIC_API_KEY".into(), "sk-secret".into())],
-            sessions: Default::default(),
-        };
-        let command = sandbox.exec_command(&["claude", "-p", "-"]);
-        let args: Vec<_> = command.get_args().map(|a| a.to_str().unwrap()).collect();
+        let (name, config) = container_config(&spec(dir.path(), &mounts, &env)).unwrap();
+        assert_eq!(name, "sandcastle-20261202T130405Z-1-issue-42");
         assert_eq!(
-            args,
+            config.labels.clone().unwrap(),
+            HashMap::from([
+                (RUN_LABEL.to_string(), "20261202T130405Z-1".to_string()),
+                (PROJECT_LABEL.to_string(), dir.path().display().to_string()),
+                (HOST_LABEL.to_string(), host_name()),
+            ])
+        );
+        assert_eq!(config.user.as_deref(), Some("0:0"));
+        assert_eq!(config.image.as_deref(), Some("sandcastle:test"));
+        assert_eq!(config.entrypoint, Some(vec!["sandcastle".to_string()]));
+        assert_eq!(
+            config.cmd.clone().unwrap().join(" "),
+            "relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock"
+        );
+        let host = config.host_config.clone().unwrap();
+        assert_eq!(host.init, Some(true));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_string()])
+        );
+        assert_eq!(host.pids_limit, Some(1024));
+        assert_eq!(host.memory, Some(4 * 1024 * 1024 * 1024));
+        assert_eq!(host.network_mode.as_deref(), Some("host"));
+        assert_eq!(
+            host.binds.unwrap(),
             [
-                "exec",
-                "-i",
-                "-u",
-                "agent",
-                "-w",
-                WORKSPACE,
-                "-e",
-                "ANTHROPIC_API_KEY",
-                "abc123",
-                "claude",
-                "-p",
-                "-"
+                "/tmp/sandcastle-proxy-x:/run/sandcastle:ro".to_string(),
+                format!("{}:/nix/store:ro", cache.display())
             ]
         );
-        let envs: Vec<_> = command.get_envs().collect();
-        assert_eq!(
-            envs,
-            [(
-                std::ffi::OsStr::new("ANTHROPIC_API_KEY"),
-                Some(std::ffi::OsStr::new("sk-secret"))
-            )]
-        );
+        assert_eq!(config.env, None, "no variable at creation");
+        let whole = serde_json::to_string(&config).unwrap();
+        assert!(!whole.contains("s3cret-key"), "{whole}");
     }
 
     #[test]
@@ -820,7 +854,7 @@ mod tests {
             ),
         ] {
             let mounts = [mount.clone()];
-            let err = run_args(&spec(dir.path(), &mounts, &[]))
+            let err = container_config(&spec(dir.path(), &mounts, &[]))
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -839,7 +873,7 @@ mod tests {
         )));
         assert!(!run_is_dead("20261202T130405Z-1"), "init lives");
         assert!(!run_is_dead("no-pid-here"));
-        let mut child = Command::new("true").spawn().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
         assert!(run_is_dead(&format!("20261202T130405Z-{pid}")));

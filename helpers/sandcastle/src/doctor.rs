@@ -26,8 +26,8 @@ const ORCHESTRATOR_PROGRAMS: [&str; 11] = [
 ];
 /// Programs the prompts tell the agents to call; `tea` too when sandboxes get a forge login.
 const AGENT_PROGRAMS: [&str; 4] = ["git", "fmt", "check", "sandcastle"];
-/// Programs `sandcastle` itself runs on the host.
-const HOST_PROGRAMS: [&str; 2] = ["git", "docker"];
+/// Programs `sandcastle` itself runs on the host (Docker it reaches through the engine's API).
+const HOST_PROGRAMS: [&str; 1] = ["git"];
 
 /// What `nix flake init -t sandcastle#rust` writes and a project must change: the file, the text,
 /// and what to do instead.
@@ -173,10 +173,10 @@ fn check_image(report: &mut Report, settings: &Settings) {
     report.line("tools", agent_programs(settings));
 }
 
+/// The engine's socket (or loopback port) is this host's and the engine answers on it.
 fn docker_engine() -> Result<String> {
-    sandbox::engine_is_local()
-        .and_then(|()| sandbox::engine_answers())
-        .map(|()| "the engine answers".to_string())
+    let host = sandbox::engine_host()?;
+    sandbox::engine_answers().map(|()| format!("the engine at {host} answers"))
 }
 
 /// What sandcastle runs in the image.
@@ -283,8 +283,8 @@ fn host_programs() -> Result<String> {
     for program in HOST_PROGRAMS {
         let path = which::which(program).map_err(|_| {
             anyhow::anyhow!(
-                "`{program}` is not on PATH: install it (for docker the client is enough), or run \
-                 sandcastle as `nix run .#sandcastle`, which brings git and the Docker client"
+                "`{program}` is not on PATH: install it, or run sandcastle as `nix run .#sandcastle`, \
+                 which brings it"
             )
         })?;
         found.push(format!("{program} {}", path.display()));

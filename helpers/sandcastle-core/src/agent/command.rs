@@ -3,8 +3,7 @@ use super::AgentRun;
 use super::session::path_in_container;
 use crate::checkout;
 use crate::hand_out;
-use crate::sandbox::{Sandbox, WORKSPACE};
-use std::process::{Child, Stdio};
+use crate::sandbox::{Exec, Sandbox, WORKSPACE};
 
 /// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
 pub(super) const AGENT_STATUS_MAX: i32 = 125;
@@ -60,14 +59,9 @@ impl CommandLine {
     }
 
     /// The exec, started with all three pipes.
-    pub fn spawn(&self, sandbox: &Sandbox) -> std::io::Result<Child> {
+    pub fn spawn(&self, sandbox: &Sandbox) -> anyhow::Result<Exec> {
         let argv: Vec<&str> = self.argv.iter().map(String::as_str).collect();
-        sandbox
-            .exec_command(&argv)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+        sandbox.exec_command(&argv)
     }
 
     /// What the exec reads on stdin: the marker line, then the prompt.

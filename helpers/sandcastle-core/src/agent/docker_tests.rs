@@ -541,17 +541,12 @@ fn commits_after_a_quiet_turn(sandbox: &Sandbox, known: &str, dir: &Path) -> Vec
         crate::ask::OUTBOX,
         "true",
     ];
-    let mut child = sandbox
-        .exec_command(&argv)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = sandbox.exec_command(&argv).unwrap();
     let word = b" the-turns-word";
     let mut stdin = child.stdin.take().unwrap();
     std::io::Write::write_all(&mut stdin, &[hand_out::MARKER, word, b"\n"].concat()).unwrap();
     drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = child.output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let marker = [b"\n", hand_out::MARKER, word, b"\n"].concat();
     let at = out

@@ -8,11 +8,12 @@ use super::{
     signals_completion,
 };
 use crate::hand_out::{Ask, Commits, Trailer};
+use crate::sandbox::Exec;
 use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
 use anyhow::Result;
 use std::path::Path;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ pub(super) struct Turn<'a> {
 
 /// The transcript could not be written: nothing may run unrecorded, so the agent is stopped, and
 /// the machinery's error says whether that worked.
-pub(super) fn unrecorded(turn: &Turn, child: &mut Child, error: std::io::Error) -> anyhow::Error {
+pub(super) fn unrecorded(turn: &Turn, child: &mut Exec, error: std::io::Error) -> anyhow::Error {
     let _ = child.kill();
     let _ = child.wait();
     let stopped = match kill_agent_processes(turn.sandbox) {
@@ -48,7 +49,7 @@ pub(super) fn unrecorded(turn: &Turn, child: &mut Child, error: std::io::Error) 
 /// The turn's outcome once its stream ended as `stream_end`, having said `seen`.
 pub(super) fn end(
     turn: &Turn,
-    child: &mut Child,
+    child: &mut Exec,
     pipes: Pipes,
     stream_end: StreamEnd,
     seen: Seen,
@@ -99,7 +100,7 @@ pub(super) fn end(
 
 /// The exec's exit status when its output closed by itself and it exited within `grace`;
 /// otherwise (`None`) it is killed.
-fn settle(child: &mut Child, stream_end: &StreamEnd, grace: Duration) -> Option<ExitStatus> {
+fn settle(child: &mut Exec, stream_end: &StreamEnd, grace: Duration) -> Option<ExitStatus> {
     let status = match stream_end {
         StreamEnd::StreamClosed | StreamEnd::HandedOut(_) => wait_or_kill(child, grace),
         StreamEnd::IdleTimeout
@@ -115,7 +116,7 @@ fn settle(child: &mut Child, stream_end: &StreamEnd, grace: Duration) -> Option<
 }
 
 /// The exit status if the process ends within `grace`, else `None` (still running).
-fn wait_or_kill(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+fn wait_or_kill(child: &mut Exec, grace: Duration) -> Option<ExitStatus> {
     let until = Instant::now() + grace;
     loop {
         match child.try_wait() {

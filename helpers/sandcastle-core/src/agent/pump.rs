@@ -3,12 +3,12 @@
 use super::{AgentEvent, AgentRun, MAX_LINE_BYTES};
 use crate::ask_relay;
 use crate::hand_out::{self, Destination, Trailer};
+use crate::sandbox::Exec;
 use crate::secrets::Redactor;
 use crate::stream::{Event, Usage, parse_line, shorten};
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -219,7 +219,7 @@ pub(super) struct Pipes {
 
 impl Pipes {
     pub fn start(
-        child: &mut Child,
+        child: &mut Exec,
         input: String,
         marker: Vec<u8>,
         hand_out_to: Destination,

@@ -90,6 +90,7 @@ fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
     );
     let hooks_path = again
         .exec_command(&["git", "config", "core.hooksPath"])
+        .unwrap()
         .output()
         .unwrap();
     assert!(

@@ -62,8 +62,10 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
     assert_eq!(failed.tail, "to stdout\nerror: [redacted] broke\n");
     let later = sandbox
         .exec_command(&["test", "-e", "never.txt"])
-        .status()
-        .unwrap();
+        .unwrap()
+        .output()
+        .unwrap()
+        .status;
     assert!(!later.success(), "the step after the failure did not run");
 
     // A step the image does not have fails like any other.

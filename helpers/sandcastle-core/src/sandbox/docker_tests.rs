@@ -2,6 +2,8 @@
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
 use super::test_support::*;
 use super::*;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
 
 fn inspect(id: &str, format: &str) -> String {
     let out = Command::new("docker")
@@ -58,6 +60,7 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
     assert!(
         !sandbox
             .exec_command(&["cat", "/proc/1/environ"])
+            .unwrap()
             .output()
             .unwrap()
             .status
@@ -191,4 +194,75 @@ fn configure_tea_gets_the_read_only_login_for_one_exec_only() {
     );
     let created = inspect(sandbox.id(), "{{.Config.Env}}");
     assert!(!created.contains("tea-token-value"), "{created}");
+}
+
+/// The exec's three streams and its exit code cross the Engine API as a spawned process's would:
+/// stdin in (its end is the exec's EOF), stdout and stderr apart, the exit code from the engine.
+#[test]
+fn an_exec_takes_stdin_and_gives_stdout_stderr_and_its_exit_code() {
+    if !docker_ready() {
+        return;
+    }
+    use std::io::{Read, Write};
+    let run = TestRun::new("exec-streams");
+    let env = [(
+        "SANDCASTLE_TEST_SECRET".to_string(),
+        "value-only-in-the-request".to_string(),
+    )];
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &env)).unwrap();
+    let script = "tr a-z A-Z; echo \"to stderr $SANDCASTLE_TEST_SECRET\" >&2; exit 7";
+    let mut exec = sandbox.exec_command(&["sh", "-c", script]).unwrap();
+    let mut stdin = exec.stdin.take().unwrap();
+    let stderr = exec.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    stdin.write_all(b"marker line\nthe prompt").unwrap();
+    drop(stdin);
+    let mut out = String::new();
+    exec.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(out, "MARKER LINE\nTHE PROMPT");
+    assert_eq!(
+        errors.join().unwrap(),
+        "to stderr value-only-in-the-request\n"
+    );
+    assert_eq!(exec.wait().unwrap().code(), Some(7));
+    assert_eq!(exec.try_wait().unwrap().and_then(|s| s.code()), Some(7));
+
+    // The value went to that exec only: the container's configuration never had it.
+    let whole = Command::new("docker")
+        .args(["inspect", sandbox.id()])
+        .output()
+        .unwrap();
+    assert!(whole.status.success());
+    let whole = String::from_utf8_lossy(&whole.stdout);
+    assert!(!whole.contains("value-only-in-the-request"), "{whole}");
+}
+
+/// Killing an exec lets go of it at once: its output ends for the reader, even while the process
+/// in the container still holds it open, and its status is SIGKILL's.
+#[test]
+fn a_killed_exec_ends_its_output_and_says_it_was_killed() {
+    if !docker_ready() {
+        return;
+    }
+    use std::io::{BufRead, Read};
+    let run = TestRun::new("exec-kill");
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    let mut exec = sandbox
+        .exec_command(&["sh", "-c", "echo started; exec sleep 600"])
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(exec.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "started\n");
+    assert!(exec.try_wait().unwrap().is_none(), "it still runs");
+    exec.kill().unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(stdout.read_to_end(&mut rest).unwrap(), 0);
+    let status = exec.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    sandbox.remove().unwrap();
 }

@@ -45,7 +45,7 @@ impl TestRun {
 
     /// Ids of this run's containers, stopped ones included.
     pub fn containers(&self) -> Vec<String> {
-        let out = Command::new("docker")
+        let out = std::process::Command::new("docker")
             .args([
                 "ps",
                 "-aq",
@@ -91,7 +91,7 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
 pub fn exec(sandbox: &Sandbox, argv: &[&str]) -> String {
     let out = sandbox
         .exec_command(argv)
-        .output()
+        .and_then(Exec::output)
         .expect("docker exec runs");
     assert!(
         out.status.success(),

@@ -295,26 +295,86 @@ impl StallingGitProxy {
     }
 }
 
-/// A directory whose `docker` runs the real one, except that the second gate container's
-/// `docker run` fails as an engine that went away does: the gate run after the reviewer's commit
-/// breaks (an `Err`, not a verdict).
-fn docker_breaking_the_second_gate() -> tempfile::TempDir {
+/// A Docker engine socket in front of the real one (in the returned directory, as `docker.sock`)
+/// that fails the second gate container's creation as an engine that went away does: the gate
+/// run after the reviewer's commit breaks (an `Err`, not a verdict).
+fn engine_breaking_the_second_gate() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let real = std::process::Command::new("sh")
-        .args(["-c", "command -v docker"])
-        .output()
-        .unwrap();
-    let real = String::from_utf8(real.stdout).unwrap();
-    let count = dir.path().join("gate-starts");
-    let script = format!(
-        "#!/bin/sh\nif [ \"$1\" = run ]; then case \"$4\" in *-gate)\n  n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 )); echo $n > '{count}'\n  if [ $n = 2 ]; then echo 'Cannot connect to the Docker daemon (test fault)' >&2; exit 1; fi;;\nesac; fi\nexec '{real}' \"$@\"\n",
-        count = count.display(),
-        real = real.trim()
-    );
-    let docker = dir.path().join("docker");
-    std::fs::write(&docker, script).unwrap();
-    std::fs::set_permissions(&docker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(dir.path().join("docker.sock")).unwrap();
+    let real = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|host| host.strip_prefix("unix://").map(std::path::PathBuf::from))
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let gates = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for client in listener.incoming().map_while(Result::ok) {
+            let (real, gates) = (real.clone(), gates.clone());
+            std::thread::spawn(move || relay_to_engine(client, &real, &gates));
+        }
+    });
     dir
+}
+
+/// One connection: requests read a head and a body at a time (the client waits for each
+/// response), the engine's answers copied back as they come; after an upgrade (an attached
+/// exec), bytes both ways.
+fn relay_to_engine(
+    client: std::os::unix::net::UnixStream,
+    real: &std::path::Path,
+    gates: &std::sync::atomic::AtomicUsize,
+) -> std::io::Result<()> {
+    use std::io::{BufRead, Read, Write};
+    let mut engine = std::os::unix::net::UnixStream::connect(real)?;
+    let (mut from_engine, mut to_client) = (engine.try_clone()?, client.try_clone()?);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_engine, &mut to_client);
+        let _ = to_client.shutdown(std::net::Shutdown::Write);
+    });
+    let mut answer = client.try_clone()?;
+    let mut requests = std::io::BufReader::new(client);
+    loop {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if requests.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let lower = head.to_ascii_lowercase();
+        let length = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        requests.read_exact(&mut body)?;
+        let creates_a_gate = head.lines().next().is_some_and(|line| {
+            line.starts_with("POST ")
+                && line.contains("/containers/create?")
+                && line
+                    .split(['?', '&', ' '])
+                    .any(|p| p.starts_with("name=") && p.ends_with("-gate"))
+        });
+        if creates_a_gate && gates.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            let message = r#"{"message":"Cannot connect to the Docker daemon (test fault)"}"#;
+            write!(
+                answer,
+                "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{message}",
+                message.len()
+            )?;
+            continue;
+        }
+        engine.write_all(head.as_bytes())?;
+        engine.write_all(&body)?;
+        if lower.contains("\r\nupgrade:") {
+            std::io::copy(&mut requests, &mut engine)?;
+            return engine.shutdown(std::net::Shutdown::Write);
+        }
+    }
 }
 
 /// The gate passes on the implementer's commit; the reviewer adds one and the gate run on it
@@ -338,15 +398,11 @@ fn a_gate_that_broke_after_the_reviewers_commit_runs_before_the_push() {
         "",
     );
     let issue = h.create_issue("Do it", "Write done.txt.", &["ready-for-agent"]);
-    let breaking = docker_breaking_the_second_gate();
-    let path = format!(
-        "{}:{}",
-        breaking.path().display(),
-        std::env::var("PATH").unwrap()
-    );
+    let breaking = engine_breaking_the_second_gate();
+    let engine = format!("unix://{}/docker.sock", breaking.path().display());
     let first = h
         .command(&["run", "--issue", &issue.to_string()])
-        .env("PATH", &path)
+        .env("DOCKER_HOST", &engine)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&first.stderr);

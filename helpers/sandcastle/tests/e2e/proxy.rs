@@ -415,8 +415,8 @@ fn egress_reaches_exactly_the_allowed_hosts_and_the_pull_request_lists_the_rest(
 }
 
 /// A remote engine cannot mount the proxy's socket: the run refuses it in one line before it
-/// changes anything. (`docker context inspect` reads the CLI's own settings: nothing is contacted
-/// but 127.0.0.1.)
+/// changes anything. (The address is only read, never connected to: a documentation address, so
+/// nothing could answer anyway.)
 #[test]
 fn a_remote_engine_is_refused_in_one_line() {
     let Some(_docker) = docker_or_skip() else {
@@ -426,14 +426,14 @@ fn a_remote_engine_is_refused_in_one_line() {
     let labels = h.repo_labels();
     let output = h
         .command(&["run", "--once"])
-        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .env("DOCKER_HOST", "tcp://192.0.2.1:2375")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let lines = crate::harness::stderr_lines(&output);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].contains("the Docker engine at tcp://127.0.0.1:9 is remote")
+        lines[0].contains("the Docker engine at tcp://192.0.2.1:2375 (DOCKER_HOST) is remote")
             && lines[0].contains("run sandcastle on the engine's host"),
         "{lines:?}"
     );
@@ -441,13 +441,14 @@ fn a_remote_engine_is_refused_in_one_line() {
 
     let doctor = h
         .command(&["doctor"])
-        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .env("DOCKER_HOST", "tcp://192.0.2.1:2375")
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
     assert!(
         said.lines()
-            .any(|l| !l.starts_with("ok") && l.contains("tcp://127.0.0.1:9 is remote")),
+            .any(|l| !l.starts_with("ok")
+                && l.contains("tcp://192.0.2.1:2375 (DOCKER_HOST) is remote")),
         "{said}"
     );
     let doctor = h.sandcastle(&["doctor"]);
