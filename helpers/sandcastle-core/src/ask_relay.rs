@@ -1,8 +1,8 @@
-//! An ask seen while the agent works: `sandcastle ask-relay OUTBOX PROGRAM ARGS…` runs inside the
-//! agent's own `docker exec` (Claude Code is PROGRAM) and copies its output through, and each new
-//! content of the outbox of `sandcastle ask` goes out on the same stdout as one framed record, at a
-//! line boundary, so the host publishes it while the turn still runs and the turn stays one Docker
-//! call. The end-of-turn trailer (`hand_out.rs`) still carries the outbox: the fallback.
+//! An ask seen while the agent works: inside the agent's own `docker exec`, `sandcastle turn`
+//! (`turn.rs`) watches the outbox of `sandcastle ask` ([`watch`]) and sends each new content out on
+//! the exec's stdout as one framed record, at a line boundary, so the host publishes it while the
+//! turn still runs and the turn stays one Docker call. The end-of-turn trailer (`hand_out.rs`)
+//! still carries the outbox: the fallback.
 //!
 //! The record, between two lines of Claude Code's output (which are JSON, never starting so):
 //!
@@ -12,121 +12,89 @@
 //!
 //! Everything in it is untrusted (the agent can write into the exec's output): [`read`] parses it
 //! strictly and bounds it, and the host checks the bytes with `ask::check` like the trailer's.
-use std::io::{BufRead, Read, Write};
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use std::io::{BufRead, Read};
+use std::mem::MaybeUninit;
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
 
 /// What starts a relayed record's line, followed by its size in bytes.
 pub const PREFIX: &[u8] = b"sandcastle-ask ";
 
-/// How often the outbox is looked at.
-const WATCH_EVERY: Duration = Duration::from_millis(200);
-
-/// How long output is still copied after the program exited (a process it left behind may hold
-/// its output open).
-const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
-
-/// The exec's stdout, shared by the copy of the program's output and the records.
-struct Out {
-    stdout: std::io::Stdout,
-    /// Nothing half a line has been copied: a record may go out now.
-    at_line_start: bool,
-}
-
-/// `sandcastle ask-relay`: runs `program` with its stdout copied through and the outbox watched; exits
-/// with the program's status (128 + the signal that ended it).
-pub fn command(outbox: &Path, program: &[String]) -> ExitCode {
-    let Some((name, args)) = program.split_first() else {
-        eprintln!("sandcastle ask-relay: no program to run");
-        return ExitCode::from(2);
+/// Calls `send` with the record of each new content of `outbox` (a regular file of at most
+/// `MAX_ASK_BYTES`; what it held when the watch began was handed out before) until `send` says
+/// stop. Woken by inotify when a file in the outbox's directory is written or renamed into it, or
+/// when that directory appears in its parent: no polling. Returns at once when inotify cannot be
+/// had; the trailer still carries the outbox.
+pub fn watch(outbox: &Path, mut send: impl FnMut(Vec<u8>) -> bool) {
+    let (Some(dir), Ok(events)) = (outbox.parent(), inotify::init(CreateFlags::CLOEXEC)) else {
+        return;
     };
-    let mut child = match Command::new(name).args(args).stdout(Stdio::piped()).spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("sandcastle ask-relay: cannot run {name}: {e}");
-            return ExitCode::from(127);
-        }
-    };
-    let out = Arc::new(Mutex::new(Out {
-        stdout: std::io::stdout(),
-        at_line_start: true,
-    }));
-    let mut output = child.stdout.take().expect("piped above");
-    let copier = {
-        let out = Arc::clone(&out);
-        thread::spawn(move || {
-            let mut chunk = vec![0u8; 64 * 1024];
-            while let Ok(read @ 1..) = output.read(&mut chunk) {
-                let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-                if out.stdout.write_all(&chunk[..read]).is_err() || out.stdout.flush().is_err() {
-                    return;
-                }
-                out.at_line_start = chunk[read - 1] == b'\n';
-            }
-        })
-    };
-    {
-        let out = Arc::clone(&out);
-        let outbox = outbox.to_path_buf();
-        thread::spawn(move || watch(&outbox, &out));
+    if let Some(parent) = dir.parent() {
+        // The directory may not exist yet: `sandcastle ask` makes it.
+        let _ = inotify::add_watch(
+            &events,
+            parent,
+            WatchFlags::CREATE | WatchFlags::MOVED_TO | WatchFlags::ONLYDIR,
+        );
     }
-    let status = child.wait();
-    let until = std::time::Instant::now() + DRAIN_AFTER_EXIT;
-    while !copier.is_finished() && std::time::Instant::now() < until {
-        thread::sleep(Duration::from_millis(10));
-    }
-    match status {
-        Ok(status) => {
-            use std::os::unix::process::ExitStatusExt;
-            let code = status
-                .code()
-                .or(status.signal().map(|signal| 128 + signal))
-                .unwrap_or(1);
-            ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
-        }
-        Err(e) => {
-            eprintln!("sandcastle ask-relay: cannot wait for {name}: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// Each new content of the outbox (a regular file of at most `MAX_ASK_BYTES`) as one record; what
-/// it held when the turn began was handed out before.
-fn watch(outbox: &Path, out: &Mutex<Out>) {
     let mut last = outbox_bytes(outbox);
+    let mut buffer = [MaybeUninit::uninit(); 4096];
+    let mut reader = inotify::Reader::new(&events, &mut buffer);
     loop {
-        thread::sleep(WATCH_EVERY);
+        // Watched before the outbox is read, so no change after the read goes unseen; again on
+        // every wake-up, since the directory may have appeared or been replaced.
+        let _ = inotify::add_watch(
+            &events,
+            dir,
+            WatchFlags::CLOSE_WRITE | WatchFlags::MOVED_TO | WatchFlags::ONLYDIR | WatchFlags::DONT_FOLLOW,
+        );
         let now = outbox_bytes(outbox);
-        if now.is_none() || now == last {
-            continue;
+        if let Some(bytes) = now.as_deref().filter(|_| now != last) {
+            if !send(record(bytes)) {
+                return;
+            }
+            last = now;
         }
-        let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-        // In the middle of a line of Claude Code's: at the next look.
-        if !out.at_line_start {
-            continue;
+        loop {
+            // Whatever the event, the outbox is read again.
+            match reader.next() {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return,
+            }
+            if reader.is_buffer_empty() {
+                break;
+            }
         }
-        let bytes = now.as_deref().unwrap_or_default();
-        let mut record =
-            format!("{}{}\n", String::from_utf8_lossy(PREFIX), bytes.len()).into_bytes();
-        record.extend_from_slice(bytes);
-        record.push(b'\n');
-        if out.stdout.write_all(&record).is_err() || out.stdout.flush().is_err() {
-            return;
-        }
-        last = now;
     }
 }
 
+/// `bytes` framed as one record.
+fn record(bytes: &[u8]) -> Vec<u8> {
+    let mut record = [PREFIX, bytes.len().to_string().as_bytes(), b"\n"].concat();
+    record.extend_from_slice(bytes);
+    record.push(b'\n');
+    record
+}
+
+/// The outbox's bytes when it is a regular file of at most `MAX_ASK_BYTES`: opened without
+/// following a link or waiting on a FIFO, then checked, so a swap after a look is no way around.
 fn outbox_bytes(outbox: &Path) -> Option<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(outbox).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(outbox)
+        .ok()?;
+    let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() > crate::ask::MAX_ASK_BYTES {
         return None;
     }
-    std::fs::read(outbox).ok()
+    let mut bytes = Vec::new();
+    file.take(crate::ask::MAX_ASK_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= crate::ask::MAX_ASK_BYTES).then_some(bytes)
 }
 
 /// The rest of a record whose line `header` (without its newline) starts with [`PREFIX`]: its

@@ -24,15 +24,16 @@ pub const HOST_LABEL: &str = "sandcastle.host";
 /// The user agents run as (uid 1000 in the image). The container's own process runs as root
 /// (with no capability), so no agent process can signal, trace or read it.
 const AGENT_USER: &str = "agent";
-/// A copy of the image's `sh` that the agent user may run but not read, made at start: a process
-/// that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace it,
-/// read its memory or open its files through `/proc`. The agent's turn runs in it. (So the image's
-/// `sh` may not be a multi-call binary that goes by its name, as BusyBox does; both images have bash.)
-pub const PROTECTED_SH: &str = "/usr/local/libexec/sandcastle-sh";
-/// Makes [`PROTECTED_SH`], as root (the owner of `/usr/local`, so no capability is needed).
-const MAKE_PROTECTED_SH: &str = r#"set -e
+/// A copy of the image's `sandcastle` that the agent user may run but not read, made at start: a
+/// process that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace
+/// it, read its memory or open its files through `/proc`. The agent's turn runs in it
+/// (`sandcastle turn`), and so does the host's stop of the agent's processes. No shell of the image
+/// is copied: a multi-call `sh` (BusyBox) works as well as any.
+pub const PROTECTED_SANDCASTLE: &str = "/usr/local/libexec/sandcastle-turn";
+/// Makes [`PROTECTED_SANDCASTLE`], as root (the owner of `/usr/local`, so no capability is needed).
+const MAKE_PROTECTED_SANDCASTLE: &str = r#"set -e
 mkdir -p /usr/local/libexec
-cp "$(command -v sh)" "$1.new"
+cp "$(command -v sandcastle)" "$1.new"
 chmod 0111 "$1.new"
 mv -f "$1.new" "$1""#;
 /// The longest a `docker` CLI call may take (the agent's own `claude` exec has its idle timeout).
@@ -113,11 +114,11 @@ impl Sandbox {
                     &sandbox.id,
                     "sh",
                     "-c",
-                    MAKE_PROTECTED_SH,
+                    MAKE_PROTECTED_SANDCASTLE,
                 ])
-                .args(["sh", PROTECTED_SH])
+                .args(["sh", PROTECTED_SANDCASTLE])
                 .stdin(Stdio::null()),
-            "docker exec (the agent's protected shell)",
+            "docker exec (the agent's protected copy of sandcastle)",
         );
         let configured = match (protected, spec.tea) {
             (Err(error), _) => Err(error),
