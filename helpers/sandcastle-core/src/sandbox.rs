@@ -652,36 +652,47 @@ pub fn image_exists(image: &str) -> Result<()> {
     Ok(())
 }
 
-/// The image has every one of `programs` on its PATH (checked in a throwaway container without a
-/// network); the error lists the missing ones.
-pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
+/// Something sandcastle needs in the image that it does not have.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lack {
+    /// The user agents run as.
+    AgentUser,
+    /// A POSIX shell, `sh` on the PATH.
+    Shell,
+    /// A program on the PATH.
+    Program(String),
+}
+
+/// What the image lacks of the agent user, a shell and `programs` (checked in a throwaway
+/// container without a network, as the agent user when there is one).
+pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
     let script: Vec<String> = programs
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
         .collect();
-    let out = output(
-        Command::new("docker")
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--entrypoint",
-                "/bin/sh",
-                image,
-                "-c",
-            ])
-            .arg(script.join("; ")),
-        "docker run",
-    )?;
-    let missing: Vec<&str> = out.split_whitespace().collect();
-    if !missing.is_empty() {
-        bail!(
-            "the image {image} lacks {}: rebuild it with `nix run .#sandcastleImage | docker load`",
-            missing.join(", ")
-        );
+    let probe = |user: &[&str]| {
+        output(
+            Command::new("docker")
+                .args(["run", "--rm", "--network", "none"])
+                .args(user)
+                .args(["--entrypoint", "sh", image, "-c"])
+                .arg(script.join("; "))
+                .stdin(Stdio::null()),
+            "docker run",
+        )
+    };
+    let mut lacks = Vec::new();
+    let mut found = probe(&["--user", AGENT_USER]);
+    if found.as_ref().is_err_and(|e| e.to_string().contains("unable to find user")) {
+        lacks.push(Lack::AgentUser);
+        found = probe(&[]);
     }
-    Ok(())
+    match found {
+        Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
+        Err(e) if e.to_string().contains("executable file not found") => lacks.push(Lack::Shell),
+        Err(e) => return Err(e),
+    }
+    Ok(lacks)
 }
 
 /// A file the host creates for bytes out of a sandbox: truncated, never opened through a link.
