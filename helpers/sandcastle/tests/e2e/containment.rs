@@ -268,7 +268,7 @@ fn a_reviewer_session_rewritten_by_the_implementer_changes_nothing_the_reviewer_
 /// pass, while the agent's own dumpable processes stay readable. (The engine here has no Yama, so
 /// the kernel would let a same-uid tracer attach to a dumpable process.)
 #[test]
-fn agent_processes_cannot_signal_or_trace_pid_1_or_their_execs_shell() {
+fn agent_processes_cannot_signal_or_trace_pid_1_or_trace_their_turns_wrapper() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
