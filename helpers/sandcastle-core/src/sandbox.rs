@@ -683,7 +683,10 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
     };
     let mut lacks = Vec::new();
     let mut found = probe(&["--user", AGENT_USER]);
-    if found.as_ref().is_err_and(|e| e.to_string().contains("unable to find user")) {
+    if found
+        .as_ref()
+        .is_err_and(|e| e.to_string().contains("unable to find user"))
+    {
         lacks.push(Lack::AgentUser);
         found = probe(&[]);
     }

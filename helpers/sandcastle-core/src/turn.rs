@@ -51,8 +51,8 @@ pub struct TurnArgs {
 
 /// The exec's stdout, shared by the copy of the program's output, the relayed asks and the
 /// trailer.
-struct Output {
-    stdout: std::io::Stdout,
+struct Output<W> {
+    stdout: W,
     /// Nothing half a line has been copied: a record may go out now.
     at_line_start: bool,
     /// A record that came while a line was half copied: it goes out at the line's end.
@@ -61,7 +61,7 @@ struct Output {
     closed: bool,
 }
 
-impl Output {
+impl<W: Write> Output<W> {
     fn copy(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.stdout.write_all(chunk)?;
         self.at_line_start = chunk.ends_with(b"\n");
@@ -104,6 +104,7 @@ pub fn command(args: TurnArgs) -> ExitCode {
     let mut output = output.lock().unwrap_or_else(|e| e.into_inner());
     output.closed = true;
     let mut stdout = output.stdout.lock();
+    // A record still waiting for its line's end goes out with the trailer's `ask` instead.
     // The host reads it; a host that is gone reads nothing, and the status says the rest.
     let _ = trailer::write(
         &mut stdout,
@@ -121,7 +122,7 @@ pub fn command(args: TurnArgs) -> ExitCode {
 
 /// The program run to its end with its output copied and the outbox relayed: its status (capped at
 /// [`MAX_PROGRAM_STATUS`]), the shared output, and what says the copy has ended.
-fn run(args: &TurnArgs) -> (u8, Arc<Mutex<Output>>, mpsc::Receiver<()>) {
+fn run(args: &TurnArgs) -> (u8, Arc<Mutex<Output<std::io::Stdout>>>, mpsc::Receiver<()>) {
     let output = Arc::new(Mutex::new(Output {
         stdout: std::io::stdout(),
         at_line_start: true,
@@ -130,6 +131,8 @@ fn run(args: &TurnArgs) -> (u8, Arc<Mutex<Output>>, mpsc::Receiver<()>) {
     }));
     let (copied_tx, copied) = mpsc::channel();
     let (name, program_args) = args.program.split_first().expect("clap requires one");
+    // Set up before the program starts, so no ask it makes is missed.
+    let watch = crate::ask_relay::Watch::new(&args.outbox);
     let mut child = match Command::new(name)
         .args(program_args)
         .stdout(Stdio::piped())
@@ -158,9 +161,8 @@ fn run(args: &TurnArgs) -> (u8, Arc<Mutex<Output>>, mpsc::Receiver<()>) {
     }
     {
         let output = Arc::clone(&output);
-        let outbox = args.outbox.clone();
         thread::spawn(move || {
-            crate::ask_relay::watch(&outbox, |record| {
+            watch.run(|record| {
                 output
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -181,8 +183,8 @@ fn run(args: &TurnArgs) -> (u8, Arc<Mutex<Output>>, mpsc::Receiver<()>) {
             1
         }
     };
-    let capped = u8::try_from(status.clamp(0, i32::from(MAX_PROGRAM_STATUS)))
-        .unwrap_or(MAX_PROGRAM_STATUS);
+    let capped =
+        u8::try_from(status.clamp(0, i32::from(MAX_PROGRAM_STATUS))).unwrap_or(MAX_PROGRAM_STATUS);
     (capped, output, copied)
 }
 
@@ -203,4 +205,37 @@ fn marker_line() -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output() -> Output<Vec<u8>> {
+        Output {
+            stdout: Vec::new(),
+            at_line_start: true,
+            waiting: None,
+            closed: false,
+        }
+    }
+
+    /// A record never splits a line of Claude Code's: one that comes mid-line goes out at the
+    /// line's end, and none once the trailer began.
+    #[test]
+    fn a_record_goes_out_only_between_lines() {
+        let mut out = output();
+        out.copy(b"{\"type\":").unwrap();
+        assert!(out.relay(b"sandcastle-ask 2\n{}\n".to_vec()));
+        assert_eq!(out.stdout, b"{\"type\":");
+        out.copy(b"\"x\"}\n{\"type\":\"y\"}\n").unwrap();
+        assert_eq!(
+            out.stdout,
+            b"{\"type\":\"x\"}\n{\"type\":\"y\"}\nsandcastle-ask 2\n{}\n"
+        );
+        assert!(out.relay(b"sandcastle-ask 0\n\n".to_vec()));
+        assert!(out.stdout.ends_with(b"{}\nsandcastle-ask 0\n\n"));
+        out.closed = true;
+        assert!(!out.relay(b"sandcastle-ask 0\n\n".to_vec()));
+    }
 }

@@ -194,7 +194,10 @@ fn orchestrator_programs(report: &mut Report, image: &str) {
         }
         Ok(lacks) => {
             for lack in lacks {
-                report.line("programs", Err(anyhow::anyhow!("{}", lacking(image, &lack))));
+                report.line(
+                    "programs",
+                    Err(anyhow::anyhow!("{}", lacking(image, &lack))),
+                );
             }
         }
         Err(e) => {
@@ -238,7 +241,10 @@ fn agent_programs(report: &mut Report, settings: &Settings) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "tools",
-                Ok(format!("{} in the image (what the prompts call)", tools.join(", "))),
+                Ok(format!(
+                    "{} in the image (what the prompts call)",
+                    tools.join(", ")
+                )),
             );
         }
         Ok(lacks) => {

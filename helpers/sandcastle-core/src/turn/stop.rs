@@ -31,7 +31,10 @@ pub(super) fn others() -> Result<(), String> {
             return Ok(());
         }
         if Instant::now() >= until {
-            let pids: Vec<String> = alive.iter().map(|pid| pid.as_raw_nonzero().to_string()).collect();
+            let pids: Vec<String> = alive
+                .iter()
+                .map(|pid| pid.as_raw_nonzero().to_string())
+                .collect();
             return Err(format!(
                 "processes {} of the agent are still running after SIGKILL",
                 pids.join(" ")

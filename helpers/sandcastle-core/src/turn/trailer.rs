@@ -136,3 +136,97 @@ fn refusal(out: &mut impl Write, name: &str, why: &[u8]) -> std::io::Result<()> 
     out.write_all(format!("{name} {}\n", why.len()).as_bytes())?;
     out.write_all(why)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hand_out::{self, Ask, Commits, Destination};
+
+    /// What `write` prints, read back by the host's own reader.
+    fn read_back(parts: &Parts, dir: &Path) -> hand_out::Trailer {
+        let mut printed = Vec::new();
+        write(&mut printed, parts).unwrap();
+        let mut stream = &printed[..];
+        let mut marker = Vec::new();
+        std::io::BufRead::read_until(&mut stream, b'\n', &mut marker).unwrap();
+        assert_eq!(marker, b"\n");
+        marker.clear();
+        std::io::BufRead::read_until(&mut stream, b'\n', &mut marker).unwrap();
+        assert_eq!(marker, [parts.marker, b"\n"].concat());
+        let to = Destination {
+            session: dir.join("session.out"),
+            max_session: 1024,
+            commits: dir.join("commits.out"),
+            max_commits: 1024,
+            max_ask: 1024,
+        };
+        hand_out::read(&mut stream, &to).unwrap()
+    }
+
+    /// The trailer is the protocol `hand_out.rs` reads: the session when it is a regular file,
+    /// HEAD's id alone when a loose branch ref names the host's tip, the outbox's bytes, or its
+    /// refusal when it is a link.
+    #[test]
+    fn the_trailer_reads_back_as_the_host_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("workspace");
+        let known = "a".repeat(40);
+        std::fs::create_dir_all(workspace.join(".git/refs/heads")).unwrap();
+        std::fs::write(workspace.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(workspace.join(".git/refs/heads/main"), format!("{known}\n")).unwrap();
+        let session = dir.path().join("session.jsonl");
+        std::fs::write(&session, "{\"type\":\"user\"}\n").unwrap();
+        let outbox = dir.path().join("ask.json");
+        std::fs::write(&outbox, "{\"key\":\"issue:1\"}").unwrap();
+        let parts = Parts {
+            marker: b"sandcastle-hand-out 1 word",
+            session: &session,
+            workspace: &workspace,
+            known: &known,
+            outbox: &outbox,
+        };
+
+        let trailer = read_back(&parts, dir.path());
+        assert!(trailer.session);
+        assert_eq!(
+            std::fs::read(dir.path().join("session.out")).unwrap(),
+            b"{\"type\":\"user\"}\n"
+        );
+        assert_eq!(trailer.commits, Commits::InFile);
+        assert_eq!(
+            std::fs::read(dir.path().join("commits.out")).unwrap(),
+            format!("{known}\n").as_bytes()
+        );
+        assert_eq!(trailer.ask, Ask::Bytes(b"{\"key\":\"issue:1\"}".to_vec()));
+
+        std::fs::remove_file(&outbox).unwrap();
+        std::os::unix::fs::symlink(&session, &outbox).unwrap();
+        std::fs::remove_file(&session).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &session).unwrap();
+        let trailer = read_back(&parts, dir.path());
+        assert!(!trailer.session, "a linked session is not handed out");
+        assert_eq!(
+            trailer.ask,
+            Ask::Refused("the outbox is not a regular file".into())
+        );
+    }
+
+    /// A checkout that is no git repository hands out the hand-out's own first line of why.
+    #[test]
+    fn a_checkout_without_git_says_why_in_the_trailer() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = Parts {
+            marker: b"sandcastle-hand-out 1 word",
+            session: &dir.path().join("none"),
+            workspace: dir.path(),
+            known: "0000000000000000000000000000000000000000",
+            outbox: &dir.path().join("none"),
+        };
+        let trailer = read_back(&parts, dir.path());
+        assert_eq!(
+            trailer.commits,
+            Commits::Refused("the checkout has no .git directory any more".into())
+        );
+        assert_eq!(trailer.ask, Ask::None);
+    }
+}
