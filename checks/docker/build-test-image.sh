@@ -86,7 +86,7 @@ inputs_hash="$( {
     sha256sum "$claude_bin" "${found_bins[@]}"
     for tool in "${tools[@]}"; do p="$(type -P "$tool" || true)"; [[ -n "$p" ]] && stat -L -c '%n %s %Y' "$p"; done
     echo "$git_exec_path"
-    [[ -n "$busybox" ]] && sha256sum "$busybox_bin"
+    if [[ -n "$busybox" ]]; then sha256sum "$busybox_bin"; fi
 } | sha256sum | cut -d' ' -f1)"
 
 current="$(docker image inspect -f '{{index .Config.Labels "sandcastle.inputs"}}' "$tag" 2>/dev/null || true)"
