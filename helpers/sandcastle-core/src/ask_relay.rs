@@ -191,20 +191,20 @@ mod tests {
 
     fn made_during_the_turn(outbox: &Path, received: &mpsc::Receiver<Vec<u8>>) {
         std::fs::create_dir(outbox.parent().unwrap()).unwrap();
-        ask(&outbox, "first");
+        ask(outbox, "first");
         let first = received.recv_timeout(AT_MOST).unwrap();
         assert_eq!(first, b"sandcastle-ask 5\nfirst\n");
 
-        ask(&outbox, "first");
-        ask(&outbox, "second");
+        ask(outbox, "first");
+        ask(outbox, "second");
         assert_eq!(
             received.recv_timeout(AT_MOST).unwrap(),
             b"sandcastle-ask 6\nsecond\n"
         );
-        std::fs::remove_file(&outbox).unwrap();
-        std::os::unix::fs::symlink("/etc/hostname", &outbox).unwrap();
-        std::fs::remove_file(&outbox).unwrap();
-        ask(&outbox, "third");
+        std::fs::remove_file(outbox).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", outbox).unwrap();
+        std::fs::remove_file(outbox).unwrap();
+        ask(outbox, "third");
         assert_eq!(
             received.recv_timeout(AT_MOST).unwrap(),
             b"sandcastle-ask 5\nthird\n",
