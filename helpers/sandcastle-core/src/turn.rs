@@ -5,7 +5,7 @@
 //! It reads the turn's marker line from stdin (a byte at a time, so the program gets the rest: the
 //! prompt), runs the program (Claude Code) with its output copied through and each new ask in the
 //! outbox relayed on it (`ask_relay::watch`), stops every other process of the agent once the
-//! program has exited ([`stop`]), then prints the hand-out trailer ([`trailer`]) that `hand_out.rs`
+//! program has exited (`turn::stop`), then prints the hand-out trailer (`turn::trailer`) that `hand_out.rs`
 //! reads. No shell of the image runs any of it.
 use clap::Args;
 use std::io::{Read, Write};
@@ -87,7 +87,7 @@ impl<W: Write> Output<W> {
 }
 
 /// `sandcastle turn`: exits with the program's status (capped at [`MAX_PROGRAM_STATUS`]) after
-/// the trailer, or [`STOP_FAILED`] without one.
+/// the trailer, or 126 (`STOP_FAILED`) without one.
 pub fn command(args: TurnArgs) -> ExitCode {
     let Some(marker) = marker_line() else {
         eprintln!("sandcastle turn: no marker line on stdin");
