@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 /// Programs the orchestrator runs in a sandbox besides its shell: Claude Code, `sandcastle` (the
 /// relay, the turn), git (the checkout), `configure-tea`, and the tools of its scripts.
-const ORCHESTRATOR_PROGRAMS: [&str; 11] = [
+const ORCHESTRATOR_PROGRAMS: [&str; 12] = [
     "claude",
     "sandcastle",
     "git",
@@ -19,6 +19,7 @@ const ORCHESTRATOR_PROGRAMS: [&str; 11] = [
     "cat",
     "mkdir",
     "mktemp",
+    "rm",
     "dirname",
     "cp",
     "chmod",
