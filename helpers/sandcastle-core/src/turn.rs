@@ -102,10 +102,10 @@ pub fn command(args: TurnArgs) -> ExitCode {
     // holds it, which is not waited for long.
     let _ = copied.recv_timeout(DRAIN_AFTER_EXIT);
     let mut output = output.lock().unwrap_or_else(|e| e.into_inner());
+    // A record still waiting for its line's end goes out as the trailer's `ask` instead.
     output.closed = true;
     let mut stdout = output.stdout.lock();
-    // A record still waiting for its line's end goes out with the trailer's `ask` instead.
-    // The host reads it; a host that is gone reads nothing, and the status says the rest.
+    // A host that is gone reads nothing, and the status says the rest.
     let _ = trailer::write(
         &mut stdout,
         &trailer::Parts {
