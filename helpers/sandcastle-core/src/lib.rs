@@ -27,3 +27,4 @@ pub mod sandbox;
 pub mod secrets;
 pub mod stream;
 pub mod touches;
+pub mod turn;

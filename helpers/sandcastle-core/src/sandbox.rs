@@ -37,15 +37,16 @@ pub const HOST_LABEL: &str = "sandcastle.host";
 /// The user agents run as (uid 1000 in the image). The container's own process runs as root
 /// (with no capability), so no agent process can signal, trace or read it.
 const AGENT_USER: &str = "agent";
-/// A copy of the image's `sh` that the agent user may run but not read, made at start: a process
-/// that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace it,
-/// read its memory or open its files through `/proc`. The agent's turn runs in it. (So the image's
-/// `sh` may not be a multi-call binary that goes by its name, as BusyBox does; both images have bash.)
-pub const PROTECTED_SH: &str = "/usr/local/libexec/sandcastle-sh";
-/// Makes [`PROTECTED_SH`], as root (the owner of `/usr/local`, so no capability is needed).
-const MAKE_PROTECTED_SH: &str = r#"set -e
+/// A copy of the image's `sandcastle` that the agent user may run but not read, made at start: a
+/// process that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace
+/// it, read its memory or open its files through `/proc`. The agent's turn runs in it
+/// (`sandcastle turn`), and so does the host's stop of the agent's processes. No shell of the image
+/// is copied: a multi-call `sh` (BusyBox) works as well as any.
+pub const PROTECTED_SANDCASTLE: &str = "/usr/local/libexec/sandcastle-turn";
+/// Makes [`PROTECTED_SANDCASTLE`], as root (the owner of `/usr/local`, so no capability is needed).
+const MAKE_PROTECTED_SANDCASTLE: &str = r#"set -e
 mkdir -p /usr/local/libexec
-cp "$(command -v sh)" "$1.new"
+cp "$(command -v sandcastle)" "$1.new"
 chmod 0111 "$1.new"
 mv -f "$1.new" "$1""#;
 /// The longest an Engine API call may take (the agent's own `claude` exec has its idle timeout).
@@ -135,9 +136,9 @@ impl Sandbox {
                     "0",
                     "/",
                     &[],
-                    &["sh", "-c", MAKE_PROTECTED_SH, "sh", PROTECTED_SH],
+                    &["sh", "-c", MAKE_PROTECTED_SANDCASTLE, "sh", PROTECTED_SANDCASTLE],
                 )?
-                .finish("docker exec (the agent's protected shell)")
+                .finish("docker exec (the agent's protected copy of sandcastle)")
         });
         let configured = match (protected, spec.tea) {
             (Err(error), _) => Err(error),
@@ -677,24 +678,57 @@ pub fn image_exists(image: &str) -> Result<()> {
     Ok(())
 }
 
-/// The image has every one of `programs` on its PATH (checked in a throwaway container without a
-/// network); the error lists the missing ones.
-pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
+/// Something sandcastle needs in the image that it does not have.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lack {
+    /// The user agents run as.
+    AgentUser,
+    /// A POSIX shell, `sh` on the PATH.
+    Shell,
+    /// A program on the PATH.
+    Program(String),
+}
+
+/// What the image lacks of the agent user, a shell and `programs` (checked in a throwaway
+/// container without a network, as the agent user when there is one).
+pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
     let script: Vec<String> = programs
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
         .collect();
+    let engine = engine()?;
+    let mut lacks = Vec::new();
+    let mut found = probe_image(&engine, image, Some(AGENT_USER), &script.join("; "));
+    if found
+        .as_ref()
+        .is_err_and(|e| e.to_string().contains("unable to find user"))
+    {
+        lacks.push(Lack::AgentUser);
+        found = probe_image(&engine, image, None, &script.join("; "));
+    }
+    match found {
+        Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
+        Err(e) if e.to_string().contains("executable file not found") => lacks.push(Lack::Shell),
+        Err(e) => return Err(e),
+    }
+    Ok(lacks)
+}
+
+/// Runs `sh -c script` in a throwaway container of `image` without a network, as `user` (the
+/// image's own user when `None`), and returns what it printed on stdout. A non-zero exit is not an
+/// error: the output says what is missing.
+fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -> Result<String> {
     let config = ContainerCreateBody {
         image: Some(image.to_string()),
-        entrypoint: Some(vec!["/bin/sh".into()]),
-        cmd: Some(vec!["-c".into(), script.join("; ")]),
+        user: user.map(str::to_string),
+        entrypoint: Some(vec!["sh".into()]),
+        cmd: Some(vec!["-c".into(), script.to_string()]),
         host_config: Some(HostConfig {
             network_mode: Some("none".into()),
             ..Default::default()
         }),
         ..Default::default()
     };
-    let engine = engine()?;
     let id = engine.call("docker create", |docker| async move {
         Ok(docker.create_container(None, config).await?.id)
     })?;
@@ -705,7 +739,6 @@ pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
             let mut waited = docker.wait_container(&id, None);
             while let Some(status) = waited.next().await {
                 if let Err(error) = status {
-                    // A non-zero exit comes as an error: the output says what is missing.
                     if !matches!(error, EngineError::DockerContainerWaitError { .. }) {
                         return Err(error);
                     }
@@ -729,14 +762,7 @@ pub fn image_has_programs(image: &str, programs: &[&str]) -> Result<()> {
     let removed = remove_containers(&[&id]);
     let printed = printed?;
     removed?;
-    let missing: Vec<&str> = printed.split_whitespace().collect();
-    if !missing.is_empty() {
-        bail!(
-            "the image {image} lacks {}: rebuild it with `nix run .#sandcastleImage | docker load`",
-            missing.join(", ")
-        );
-    }
-    Ok(())
+    Ok(printed)
 }
 
 /// A file the host creates for bytes out of a sandbox: truncated, never opened through a link.

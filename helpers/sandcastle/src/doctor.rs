@@ -4,22 +4,23 @@ use anyhow::{Result, bail};
 use sandcastle_core::claims;
 use sandcastle_core::forge::{Forge, LIFECYCLE_LABELS};
 use sandcastle_core::git::Credentials;
-use sandcastle_core::sandbox;
+use sandcastle_core::sandbox::{self, Lack};
 use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Programs the orchestrator runs in a sandbox: the shell (and the tools of its scripts), Claude
-/// Code and `configure-tea`.
-const ORCHESTRATOR_PROGRAMS: [&str; 11] = [
-    "sh",
+/// Programs the orchestrator runs in a sandbox besides its shell: Claude Code, `sandcastle` (the
+/// relay, the turn), git (the checkout), `configure-tea`, and the tools of its scripts.
+const ORCHESTRATOR_PROGRAMS: [&str; 12] = [
     "claude",
+    "sandcastle",
+    "git",
     "configure-tea",
     "cat",
     "mkdir",
+    "mktemp",
+    "rm",
     "dirname",
-    "grep",
-    "sleep",
     "cp",
     "chmod",
     "mv",
@@ -169,8 +170,8 @@ fn check_image(report: &mut Report, settings: &Settings) {
         return;
     }
     report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
-    report.line("programs", orchestrator_programs(&config.image_name));
-    report.line("tools", agent_programs(settings));
+    orchestrator_programs(report, &config.image_name);
+    agent_programs(report, settings);
 }
 
 /// The engine's socket (or loopback port) is this host's and the engine answers on it.
@@ -179,24 +180,90 @@ fn docker_engine() -> Result<String> {
     sandbox::engine_answers().map(|()| format!("the engine at {host} answers"))
 }
 
-/// What sandcastle runs in the image.
-fn orchestrator_programs(image: &str) -> Result<String> {
-    sandbox::image_has_programs(image, &ORCHESTRATOR_PROGRAMS).map(|()| {
-        format!(
-            "{} in the image (what sandcastle runs there)",
-            ORCHESTRATOR_PROGRAMS.join(", ")
-        )
-    })
+/// What sandcastle runs in the image: one line when all is there, else one line per missing
+/// thing, with what needs it and the fix.
+fn orchestrator_programs(report: &mut Report, image: &str) {
+    match sandbox::image_lacks(image, &ORCHESTRATOR_PROGRAMS) {
+        Ok(lacks) if lacks.is_empty() => {
+            report.line(
+                "programs",
+                Ok(format!(
+                    "sh, {} and the user agent in the image (what sandcastle runs there)",
+                    ORCHESTRATOR_PROGRAMS.join(", ")
+                )),
+            );
+        }
+        Ok(lacks) => {
+            for lack in lacks {
+                report.line(
+                    "programs",
+                    Err(anyhow::anyhow!("{}", lacking(image, &lack))),
+                );
+            }
+        }
+        Err(e) => {
+            report.line("programs", Err(e));
+        }
+    }
 }
 
-/// What the prompts call in the image: `tea` too when sandboxes get a forge login.
-fn agent_programs(settings: &Settings) -> Result<String> {
+/// One missing thing of the image, what needs it, and the fix.
+fn lacking(image: &str, lack: &Lack) -> String {
+    const REBUILD: &str = "rebuild it with `nix run .#sandcastleImage | docker load`";
+    match lack {
+        Lack::AgentUser => format!(
+            "the image {image} has no user `agent` (uid 1000, home /home/agent), whom every agent runs as: {REBUILD}, or add the user to your image"
+        ),
+        Lack::Shell => format!(
+            "the image {image} has no POSIX shell (`sh` on the PATH), which sandcastle's setup and hand-out run in: {REBUILD}, or add one (BusyBox's will do)"
+        ),
+        Lack::Program(program) => {
+            let needs = match program.as_str() {
+                "claude" => "Claude Code, which runs every turn",
+                "sandcastle" => "the sandbox's relay to the model and the agent's turn",
+                "git" => "the agent's checkout",
+                "configure-tea" => "the sandbox's read-only forge login",
+                _ => "sandcastle's setup in the sandbox",
+            };
+            format!("the image {image} lacks {program} ({needs}) on its PATH: {REBUILD}")
+        }
+    }
+}
+
+/// What the prompts call in the image: `tea` too when sandboxes get a forge login; a line for each
+/// one missing.
+fn agent_programs(report: &mut Report, settings: &Settings) {
     let mut tools = AGENT_PROGRAMS.to_vec();
     if settings.env.get("FORGEJO_AGENT_TOKEN").is_some() {
         tools.push("tea");
     }
-    sandbox::image_has_programs(&settings.config.image_name, &tools)
-        .map(|()| format!("{} in the image (what the prompts call)", tools.join(", ")))
+    let image = &settings.config.image_name;
+    match sandbox::image_lacks(image, &tools) {
+        Ok(lacks) if lacks.is_empty() => {
+            report.line(
+                "tools",
+                Ok(format!(
+                    "{} in the image (what the prompts call)",
+                    tools.join(", ")
+                )),
+            );
+        }
+        Ok(lacks) => {
+            for lack in lacks {
+                let line = match lack {
+                    Lack::Program(program) => format!(
+                        "the image {image} lacks {program}, which the prompts call: add it to the image (`extraContents`) and rebuild it with `nix run .#sandcastleImage | docker load`"
+                    ),
+                    // Said on the `programs` line.
+                    Lack::AgentUser | Lack::Shell => continue,
+                };
+                report.line("tools", Err(anyhow::anyhow!("{line}")));
+            }
+        }
+        Err(e) => {
+            report.line("tools", Err(e));
+        }
+    }
 }
 
 /// The forge and the repository; when they answer, the tokens, the claims and the labels.

@@ -28,7 +28,7 @@ mod waiting_cmd;
 mod work_sandbox;
 
 use clap::{Parser, Subcommand};
-use sandcastle_core::{ask, ask_relay, mcp, progress, relay};
+use sandcastle_core::{ask, mcp, progress, relay, turn};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -85,14 +85,14 @@ enum Command {
     /// Inside a sandbox: an MCP server on stdin and stdout whose `ask` tool is `sandcastle ask`
     /// (Claude Code starts it in each working turn).
     Mcp,
-    /// Inside a sandbox, the agent's exec: runs PROGRAM with its output copied through and each new
-    /// ask in OUTBOX relayed on it at once.
+    /// Inside a sandbox, the agent's exec: the marker line from stdin, PROGRAM with its output
+    /// copied through and each new ask in OUTBOX relayed on it, the agent's other processes
+    /// stopped, then the hand-out trailer.
     #[command(hide = true)]
-    AskRelay {
-        outbox: PathBuf,
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
-        program: Vec<String>,
-    },
+    Turn(turn::TurnArgs),
+    /// Inside a sandbox: stop every process of the agent but this one.
+    #[command(hide = true)]
+    StopAgent,
     /// Inside a sandbox, as its main process: pass the loopback port's connections to the host's
     /// model proxy socket.
     #[command(hide = true)]
@@ -106,9 +106,8 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Ask(args)) => return ask::command(args),
-        Some(Command::AskRelay { outbox, program }) => {
-            return ask_relay::command(&outbox, &program);
-        }
+        Some(Command::Turn(args)) => return turn::command(args),
+        Some(Command::StopAgent) => return turn::stop_agent(),
         Some(Command::Mcp) => return mcp::command(),
         _ => {}
     }
@@ -133,7 +132,13 @@ fn main() -> ExitCode {
             waiting_cmd::answer(&project, issue, &text.join(" "))
         }
         Some(Command::Report(args)) => report_cmd::report(&project, &args),
-        Some(Command::Ask(_) | Command::AskRelay { .. } | Command::Mcp | Command::Relay(_)) => {
+        Some(
+            Command::Ask(_)
+            | Command::Turn(_)
+            | Command::StopAgent
+            | Command::Mcp
+            | Command::Relay(_),
+        ) => {
             unreachable!("answered above, without a project")
         }
     });

@@ -1,26 +1,12 @@
 //! The command line of a turn: the `docker exec` that runs Claude Code and what goes in on its stdin.
 use super::AgentRun;
 use super::session::path_in_container;
-use crate::checkout;
 use crate::hand_out;
 use crate::sandbox::{Exec, Sandbox, WORKSPACE};
 
-/// The highest exit status of [`RUN_AGENT`] that says its cleanup left nothing running.
-pub(super) const AGENT_STATUS_MAX: i32 = 125;
-
-/// `sh -c RUN_AGENT sh SESSION HAND_OUT WORKSPACE KNOWN OUTBOX claude ARGS…` with the turn's marker
-/// line, then the prompt, on stdin: the marker read (a byte at a time, so Claude Code gets the rest),
-/// Claude Code under `sandcastle ask-relay` (which relays each new ask in OUTBOX on the output at
-/// once), then, once it has exited, the cleanup of `KILL_AGENT_PROCESSES` in the same `docker exec` (this shell is
-/// spared, being `$$`), then the hand-out trailer (`agent/hand_out.sh`). Exits with Claude Code's
-/// status, capped at 125 (a signal's 128+n becomes 125), when the cleanup left nothing; 126, with no
-/// trailer, when it could not.
-pub(super) const RUN_AGENT: &str = concat!(
-    "IFS= read -r marker || exit 126\nsession=$1 hand_out=$2 workspace=$3 known=$4 outbox=$5\nshift 5\n",
-    "sandcastle ask-relay \"$outbox\" -- \"$@\"\ndone_status=$?\n[ \"$done_status\" -gt 125 ] && done_status=125\nfailed_status=126\n",
-    include_str!("kill_agent_processes.sh"),
-    include_str!("hand_out.sh")
-);
+/// The highest exit status of a turn (`sandcastle turn`) that says its cleanup left nothing
+/// running: Claude Code's own, capped.
+pub(super) const AGENT_STATUS_MAX: i32 = crate::turn::MAX_PROGRAM_STATUS as i32;
 
 /// One turn's `docker exec`: the session the host names for it, and the marker line that ends
 /// Claude Code's output.
@@ -70,18 +56,20 @@ impl CommandLine {
     }
 }
 
-/// [`RUN_AGENT`] and its five arguments before Claude Code's own.
+/// `PROTECTED_SANDCASTLE turn SESSION WORKSPACE KNOWN OUTBOX --` with the turn's marker line,
+/// then the prompt, on stdin (`turn.rs`): Claude Code under it, each new ask in OUTBOX relayed on the
+/// output at once, then, once it has exited, every other process of the agent stopped in the same
+/// `docker exec`, then the hand-out trailer. Exits with Claude Code's status, capped at
+/// [`AGENT_STATUS_MAX`], when the stop left nothing running; 126, with no trailer, when it could not.
 fn run_agent_args(session_in_container: &str, known_tip: &str) -> Vec<String> {
     [
-        crate::sandbox::PROTECTED_SH,
-        "-c",
-        RUN_AGENT,
-        "sh",
+        crate::sandbox::PROTECTED_SANDCASTLE,
+        "turn",
         session_in_container,
-        checkout::HAND_OUT,
         WORKSPACE,
         known_tip,
         crate::ask::OUTBOX,
+        "--",
     ]
     .map(String::from)
     .into()

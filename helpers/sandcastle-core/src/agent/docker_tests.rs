@@ -1,6 +1,5 @@
 //! The real Claude Code CLI in a real sandbox against the scripted Messages API (`fake-anthropic`).
 //! Set `SANDCASTLE_SKIP_DOCKER_TESTS=1` to skip them; otherwise a missing engine or image fails.
-use super::command::RUN_AGENT;
 use super::*;
 use crate::sandbox::WORKSPACE;
 use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
@@ -530,15 +529,13 @@ fn an_unwritable_transcript_stops_the_agent() {
 /// What the turn's exec hands out of the checkout when the agent (here `true`) leaves it as it is.
 fn commits_after_a_quiet_turn(sandbox: &Sandbox, known: &str, dir: &Path) -> Vec<u8> {
     let argv = [
-        "sh",
-        "-c",
-        RUN_AGENT,
-        "sh",
+        crate::sandbox::PROTECTED_SANDCASTLE,
+        "turn",
         "/nonexistent/session.jsonl",
-        checkout::HAND_OUT,
         WORKSPACE,
         known,
         crate::ask::OUTBOX,
+        "--",
         "true",
     ];
     let mut child = sandbox.exec_command(&argv).unwrap();
@@ -566,7 +563,7 @@ fn commits_after_a_quiet_turn(sandbox: &Sandbox, known: &str, dir: &Path) -> Vec
     std::fs::read(&to.commits).unwrap()
 }
 
-/// HEAD is read with shell builtins when it names the host's tip through a loose ref or directly;
+/// HEAD is read without git when it names the host's tip through a loose ref or directly;
 /// a packed ref takes git's path and hands out the same id; a new commit comes out as a bundle. A
 /// HEAD that only claims the host's tip (a ref name git refuses) hands out that tip: the host then
 /// takes no commits, which loses nothing but the agent's own work.

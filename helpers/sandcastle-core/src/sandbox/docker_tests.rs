@@ -168,6 +168,54 @@ fn a_missing_image_names_the_image_and_the_fix() {
     );
 }
 
+/// The test image changed by `script`, run as root, committed as `tag`.
+fn derived_image(script: &str, tag: &str) {
+    let name = tag.replace(':', "-");
+    let ran = Command::new("docker")
+        .args(["run", "--name", &name, "--network", "none", "--user", "0"])
+        .args(["--entrypoint", "sh", test_image(), "-c", script])
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let committed = Command::new("docker")
+        .args(["commit", &name, tag])
+        .output()
+        .unwrap();
+    let _ = Command::new("docker").args(["rm", "-f", &name]).output();
+    assert!(committed.status.success(), "{committed:?}");
+}
+
+/// `doctor` says each thing the image lacks: the agent user, a shell, each program; an image with
+/// all of them (the test image, BusyBox's `sh` or bash's) lacks nothing.
+#[test]
+fn an_image_lacking_the_agent_a_shell_or_programs_says_each() {
+    if !docker_ready() {
+        return;
+    }
+    let wanted = ["claude", "git", "sandcastle"];
+    assert_eq!(image_lacks(test_image(), &wanted).unwrap(), []);
+
+    let tag = format!("sandcastle-test-lacks:{}", std::process::id());
+    derived_image(
+        "sed -i '/^agent:/d' /etc/passwd && rm /usr/local/bin/claude /usr/local/bin/sandcastle",
+        &tag,
+    );
+    let no_agent = image_lacks(&tag, &wanted);
+    derived_image("rm /usr/bin/sh", &tag);
+    let no_shell = image_lacks(&tag, &wanted);
+    let _ = Command::new("docker").args(["image", "rm", &tag]).output();
+
+    assert_eq!(
+        no_agent.unwrap(),
+        [
+            Lack::AgentUser,
+            Lack::Program("claude".into()),
+            Lack::Program("sandcastle".into())
+        ]
+    );
+    assert_eq!(no_shell.unwrap(), [Lack::Shell]);
+}
+
 #[test]
 fn configure_tea_gets_the_read_only_login_for_one_exec_only() {
     if !docker_ready() {

@@ -264,24 +264,26 @@ fn a_reviewer_session_rewritten_by_the_implementer_changes_nothing_the_reviewer_
     assert!(h.containers().is_empty());
 }
 
-/// What an agent-uid process can do to the container's own process (PID 1) and to the shell of its
-/// own exec: PID 1 is root's (no signal, no `/proc` read); the exec's shell runs a copy of `sh` the
-/// agent cannot read, so it is not dumpable: its environment and memory are refused through
+/// What an agent-uid process can do to the container's own process (PID 1) and to its own exec's
+/// wrapper: PID 1 is root's (no signal, no `/proc` read); the exec runs `sandcastle turn` from a copy
+/// of `sandcastle` the agent cannot read, so it is not dumpable: its environment, memory and file
+/// descriptors (the exec's stdout, where the trailer goes) are refused through
 /// `/proc`, by the same check (`ptrace_may_access`) that `ptrace` attach and `process_vm_readv`
 /// pass, while the agent's own dumpable processes stay readable. (The engine here has no Yama, so
 /// the kernel would let a same-uid tracer attach to a dumpable process.)
 #[test]
-fn agent_processes_cannot_signal_or_trace_pid_1_or_their_execs_shell() {
+fn agent_processes_cannot_signal_or_trace_pid_1_or_trace_their_turns_wrapper() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
-    let probe = r#"w=; for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in /usr/local/libexec/sandcastle-sh*) w=${p#/proc/};; esac; done
+    let probe = r#"w=; for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "/usr/local/libexec/sandcastle-turn turn "*) w=${p#/proc/};; esac; done
 sleep 30 & control=$!
 { echo "wrapper=${w:-none} uid=$(awk '/^Uid/ {print $2}' /proc/$w/status)"
   cat /proc/$control/environ >/dev/null 2>&1 && echo control-environ-read || echo CONTROL-ENVIRON-REFUSED
   echo "pid1 uid=$(awk '/^Uid/ {print $2}' /proc/1/status)"
   cat /proc/$w/environ >/dev/null 2>&1 && echo WRAPPER-ENVIRON-READ || echo wrapper-environ-refused
   head -c 1 /proc/$w/mem >/dev/null 2>&1; exec 3</proc/$w/mem 2>/dev/null && echo WRAPPER-MEM-OPENED || echo wrapper-mem-refused
+  { true >/proc/$w/fd/1; } 2>/dev/null && echo WRAPPER-STDOUT-OPENED || echo wrapper-stdout-refused
   cat /proc/1/environ >/dev/null 2>&1 && echo PID1-ENVIRON-READ || echo pid1-environ-refused
   kill -0 1 2>/dev/null && echo PID1-SIGNALLED || echo pid1-signal-refused
   exec 4</proc/1/mem 2>/dev/null && echo PID1-MEM-OPENED || echo pid1-mem-refused
@@ -304,6 +306,7 @@ sleep 30 & control=$!
     for refused in [
         "wrapper-environ-refused",
         "wrapper-mem-refused",
+        "wrapper-stdout-refused",
         "pid1-environ-refused",
         "pid1-signal-refused",
         "pid1-mem-refused",
