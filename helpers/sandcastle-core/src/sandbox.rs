@@ -72,10 +72,10 @@ pub struct SandboxSpec<'a> {
 }
 
 /// The work's end of the host's model proxy (`proxy.rs`): the host directory holding its socket,
-/// mounted read-only, and the loopback port `sandcastle relay` listens on inside.
+/// mounted read-only. `sandcastle relay` inside picks its loopback port as it binds and says which
+/// (`Sandbox::relay_port`).
 pub struct Relay<'a> {
     pub socket_dir: &'a Path,
-    pub port: u16,
 }
 
 /// What `configure-tea --url` gets, for one `docker exec` only.
@@ -88,6 +88,8 @@ pub struct TeaLogin<'a> {
 pub struct Sandbox {
     id: String,
     env: Vec<(String, String)>,
+    /// The loopback port the container's relay bound, as it said.
+    relay_port: u16,
     /// Sessions whose file in the container is the one the host last took out of it (so a resume
     /// in this container needs no copy in).
     sessions: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -99,10 +101,18 @@ impl Sandbox {
     /// `configure-tea` inside as the agent user when the project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let id = output(Command::new("docker").args(run_args(spec)?), "docker run")?;
+        let relay_port = match relay_port::learn(&id) {
+            Ok(port) => port,
+            Err(error) => {
+                let _ = remove_containers(&[&id]);
+                return Err(error);
+            }
+        };
         let sandbox = Sandbox {
             sessions: Default::default(),
             id,
             env: spec.env.to_vec(),
+            relay_port,
         };
         let protected = output(
             Command::new("docker")
@@ -366,7 +376,8 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
         spec.image.into(),
         "relay".into(),
         "--listen".into(),
-        format!("127.0.0.1:{}", spec.relay.port),
+        // Any free port, bound by the relay itself: no other container can take it first.
+        "127.0.0.1:0".into(),
         "--socket".into(),
         format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
     ]);
@@ -716,7 +727,6 @@ mod tests {
             volume: None,
             relay: Relay {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
-                port: 41000,
             },
         }
     }
@@ -739,7 +749,7 @@ mod tests {
             "--pids-limit 1024 --memory 4g --network host",
             "-v /tmp/sandcastle-proxy-x:/run/sandcastle:ro --entrypoint sandcastle",
             &format!(
-                "-v {}:/nix/store:ro sandcastle:test relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock",
+                "-v {}:/nix/store:ro sandcastle:test relay --listen 127.0.0.1:0 --socket /run/sandcastle/proxy.sock",
                 cache.display()
             ),
         ] {
@@ -759,6 +769,7 @@ mod tests {
             id: "abc123".into(),
             env: vec![("ANTHROPIC_API_KEY".into(), "sk-secret".into())],
             sessions: Default::default(),
+            relay_port: 0,
         };
         let command = sandbox.exec_command(&["claude", "-p", "-"]);
         let args: Vec<_> = command.get_args().map(|a| a.to_str().unwrap()).collect();
@@ -853,6 +864,8 @@ mod tests {
         );
     }
 }
+
+mod relay_port;
 
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -17,7 +17,7 @@ use sandcastle_core::gate::{self, GateOutcome};
 use sandcastle_core::git::{Imported, WorkRepo};
 use sandcastle_core::hand_out::{self, Commits};
 use sandcastle_core::progress::Status;
-use sandcastle_core::proxy::{self, Budget, WorkProxy};
+use sandcastle_core::proxy::{Budget, WorkProxy};
 use sandcastle_core::role::{Role, WorkKey};
 use sandcastle_core::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use std::path::PathBuf;
@@ -103,9 +103,8 @@ impl<'a> WorkSandbox<'a> {
         Ok(self.proxy.as_ref().expect("opened above"))
     }
 
-    /// The limits and wiring every container of this work gets, its relay on `port`; the proxy
-    /// is open.
-    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)], port: u16) -> SandboxSpec<'s>
+    /// The limits and wiring every container of this work gets; the proxy is open.
+    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
     where
         'a: 's,
     {
@@ -126,7 +125,6 @@ impl<'a> WorkSandbox<'a> {
             volume: None,
             relay: Relay {
                 socket_dir: proxy.dir(),
-                port,
             },
         }
     }
@@ -134,18 +132,17 @@ impl<'a> WorkSandbox<'a> {
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
-            let port = proxy::relay_port()?;
-            let proxy_env = self.open_proxy()?.sandbox_env(port);
+            self.open_proxy()?;
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
-            env.extend(proxy_env);
             let tea = ctx.tea_login();
             let key = self.key.slug();
             let spec = SandboxSpec {
                 tea: tea.as_ref(),
-                ..self.spec(&key, &env, port)
+                ..self.spec(&key, &env)
             };
-            let sandbox = Sandbox::start(&spec)?;
+            let mut sandbox = Sandbox::start(&spec)?;
+            sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
             checkout::seed(sandbox, self.repo, &ctx.remote)?;
@@ -263,22 +260,21 @@ impl Sandboxed for WorkSandbox<'_> {
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
         // The gate reaches the network as the agent does: through the work's proxy, as `egress`
         // allows (a build fetches its dependencies).
-        let port = proxy::relay_port()?;
-        let proxy_env = self.open_proxy()?.sandbox_env(port);
+        self.open_proxy()?;
         let mut env = ctx.sandbox_env();
         env.extend(gate::cache_env());
-        env.extend(proxy_env);
         let spec = SandboxSpec {
             volume: Some((&cache, gate::CACHE)),
-            ..self.spec(&key, &env, port)
+            ..self.spec(&key, &env)
         };
-        let sandbox = match Sandbox::start(&spec) {
+        let mut sandbox = match Sandbox::start(&spec) {
             Ok(sandbox) => sandbox,
             Err(error) => {
                 let _ = sandbox::remove_volumes(&[&cache]);
                 return Err(error);
             }
         };
+        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
             .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
