@@ -280,6 +280,16 @@ impl Sandbox {
         Ok(state == "true")
     }
 
+    /// `docker start` for a container that stopped (its relay exited): its files are as they were,
+    /// no process of the agent's runs, and an exec can take out what its checkout holds.
+    pub fn restart(&self) -> Result<()> {
+        output(
+            Command::new("docker").args(["start", &self.id]),
+            "docker start",
+        )
+        .map(drop)
+    }
+
     /// `docker rm -f`.
     pub fn remove(self) -> Result<()> {
         remove_containers(&[&self.id])
