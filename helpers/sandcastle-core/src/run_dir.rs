@@ -1,4 +1,4 @@
-//! The run's own host directory, `<runs>/<run id>` with `<runs>` `$XDG_RUNTIME_DIR/sandcastle/runs`
+//! The run's own host directory, `<runs>/<random>-<run id>` with `<runs>` `$XDG_RUNTIME_DIR/sandcastle/runs`
 //! (else `/tmp/sandcastle-<uid>/runs`), every level mode 0700 and this user's: the model proxy's
 //! socket directories live in it. The run removes it as it ends; one a run killed outright left
 //! behind is removed by the next start ([`remove_dead`]), as its containers are.
@@ -13,15 +13,19 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// A new directory for `run_id` (its name ends in the run's pid, so [`remove_dead`] can tell
-    /// when its run is gone).
+    /// A new directory for `run_id`: its name ends in the run's id, and so in its pid, so
+    /// [`remove_dead`] can tell when its run is gone; it starts with a few random characters, so
+    /// that contexts of one process (tests) get one each.
     pub fn create(run_id: &str) -> Result<RunDir> {
         let runs = runs_root()?;
-        let path = runs.join(run_id);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .with_context(|| format!("cannot create the run's directory {}", path.display()))?;
+        let path = tempfile::Builder::new()
+            .prefix("")
+            .suffix(&format!("-{run_id}"))
+            .rand_bytes(6)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&runs)
+            .with_context(|| format!("cannot create the run's directory in {}", runs.display()))?
+            .keep();
         Ok(RunDir { path })
     }
 
@@ -111,12 +115,23 @@ mod tests {
         let xdg = tempfile::tempdir().unwrap();
         // SAFETY: no other test of this crate reads or writes XDG_RUNTIME_DIR.
         unsafe { std::env::set_var("XDG_RUNTIME_DIR", xdg.path()) };
-        let live = RunDir::create(&format!("20261202T130405Z-{}", std::process::id())).unwrap();
+        let run_id = format!("20261202T130405Z-{}", std::process::id());
+        let live = RunDir::create(&run_id).unwrap();
+        let other = RunDir::create(&run_id).unwrap();
         let runs = xdg.path().join("sandcastle/runs");
-        assert_eq!(
-            live.path(),
-            runs.join(format!("20261202T130405Z-{}", std::process::id()))
+        assert_eq!(live.path().parent(), Some(runs.as_path()));
+        assert!(
+            live.path()
+                .to_str()
+                .unwrap()
+                .ends_with(&format!("-{run_id}"))
         );
+        assert_ne!(
+            live.path(),
+            other.path(),
+            "each context of a process has its own"
+        );
+        drop(other);
         for dir in [
             xdg.path().join("sandcastle"),
             runs.clone(),
