@@ -1,6 +1,6 @@
 //! Faults: a run killed outright, and secrets in the forms tools print them. Real Docker, the real
 //! Claude Code CLI, the scripted model and forge.
-use crate::harness::{Harness, docker_or_skip, run_for, stderr_lines};
+use crate::harness::{Harness, docker_or_skip, run_for, sigterm, stderr_lines};
 use base64::Engine;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -93,6 +93,37 @@ fn a_sigkilled_runs_containers_and_directory_are_removed_by_the_next_start() {
     );
     assert!(h.containers().is_empty(), "{:?}", h.containers());
     assert!(h.pulls().is_empty(), "nothing published");
+}
+
+/// A run stopped with SIGTERM mid-turn removes its own directory, the proxy's socket directory
+/// in it included, before it exits.
+#[test]
+fn a_stopped_run_removes_its_directory() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"bash": "touch /tmp/started && sleep 120", "description": "wait"}, {"text": COMPLETE}]}]),
+        "",
+    );
+    let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
+    let xdg = tempfile::tempdir().unwrap();
+    let runs = xdg.path().join("sandcastle/runs");
+    let mut run = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    h.wait_for_file(&mut run, "/tmp/started");
+    let during: Vec<_> = std::fs::read_dir(&runs).unwrap().collect();
+    assert_eq!(during.len(), 1, "the run's directory while it works");
+    sigterm(&run);
+    assert!(!run.wait().unwrap().success());
+    let left: Vec<_> = std::fs::read_dir(&runs).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A secret in a tool call longer than the progress line, and in `curl -v -u`'s
