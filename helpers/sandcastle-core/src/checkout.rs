@@ -7,6 +7,13 @@
 //! checkout, so nothing the agent writes into it (hooks, config, a missing `.git`) acts on the host.
 //! After a turn, [`HAND_OUT`] runs at the end of the agent's own exec (`agent.rs`, `hand_out.rs`);
 //! [`take_commits`] runs it on its own when that exec handed out nothing usable.
+//!
+//! When a work leaves a container while it goes on (its relay died, another role takes over),
+//! [`take_snapshot`] hands out the checkout's tree (tracked changes and untracked files git does not
+//! ignore, on top of the host's tip: commits the host did not take come as changes too) as a
+//! throw-away commit in a bundle; [`restore_snapshot`] puts it back into the next container's fresh
+//! checkout as uncommitted changes. The host only holds its bytes: it never fetches, reads or pushes
+//! a snapshot, so it reaches no gate, review or branch but as what the agent commits again.
 use crate::git::{Imported, WorkRepo};
 use crate::hand_out::Commits;
 use crate::sandbox::{Sandbox, WORKSPACE};
@@ -44,6 +51,40 @@ head=$(git rev-parse --verify --quiet 'HEAD^{commit}') || { echo "the checkout's
 if git merge-base --is-ancestor "$head" "$2" 2>/dev/null; then printf '%s\n' "$head"; exit 0; fi
 exec git bundle create --quiet - HEAD "^$2""#;
 
+/// The largest snapshot of a checkout's tree taken out of a sandbox; a larger one is not carried.
+pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// `sh -c SNAPSHOT sh <workspace> <the host's tip>`: nothing when the checkout's tree (ignored files
+/// left out) is the host tip's, else a bundle of `refs/sandcastle/snapshot`, a commit of that tree
+/// whose parent is the host's tip. The checkout's own index, refs and files are left as they are.
+const SNAPSHOT: &str = r#"set -eu
+cd "$1"
+export GIT_DIR="$1/.git"
+if [ ! -d "$GIT_DIR" ]; then echo "the checkout has no .git directory any more" >&2; exit 3; fi
+export GIT_INDEX_FILE
+GIT_INDEX_FILE=$(mktemp)
+trap 'rm -f "$GIT_INDEX_FILE"' EXIT
+git read-tree "$2"
+git add -A .
+tree=$(git write-tree)
+[ "$tree" = "$(git rev-parse "$2^{tree}")" ] && exit 0
+commit=$(git -c user.name=sandcastle -c user.email=sandcastle@localhost   commit-tree "$tree" -p "$2" -m "sandcastle: the tree carried to a fresh container")
+git update-ref refs/sandcastle/snapshot "$commit"
+git bundle create --quiet - refs/sandcastle/snapshot "^$2"
+git update-ref -d refs/sandcastle/snapshot"#;
+
+/// `sh -c RESTORE sh <workspace>` with a [`SNAPSHOT`] bundle on stdin: the fresh checkout's files
+/// become the snapshot's tree, its index and HEAD stay at the work branch's tip.
+const RESTORE: &str = r#"set -eu
+cd "$1"
+bundle=$(mktemp)
+cat > "$bundle"
+git fetch --quiet --no-write-fetch-head "$bundle" "+refs/sandcastle/snapshot:refs/sandcastle/snapshot"
+rm -f "$bundle"
+git read-tree --reset -u refs/sandcastle/snapshot
+git reset --quiet
+git update-ref -d refs/sandcastle/snapshot"#;
+
 /// Makes the agent's checkout of `repo`'s work branch in the sandbox, in one `docker exec`.
 pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
     let bundle = repo.scratch_file()?;
@@ -58,21 +99,48 @@ pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
         remote,
         WORKSPACE,
     ];
-    let input = std::fs::File::open(bundle.path()).context("cannot read the seed bundle")?;
-    let mut exec = sandbox.exec_at("/", &argv)?;
+    run_fed(sandbox, &argv, bundle.path(), "make the checkout")
+}
+
+/// Runs `argv` in the sandbox with `file`'s bytes on its stdin; a non-zero exit is an error
+/// saying what could not be done (`doing`) with the first line it printed on stderr.
+fn run_fed(sandbox: &Sandbox, argv: &[&str], file: &Path, doing: &str) -> Result<()> {
+    let input = std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut exec = sandbox.exec_at("/", argv)?;
     exec.feed(input);
     let out = exec
         .output()
-        .context("cannot run `docker exec` to make the checkout")?;
+        .with_context(|| format!("cannot run `docker exec` to {doing}"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let reason = stderr
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("no error output");
-        anyhow::bail!("cannot make the checkout in the sandbox: {}", reason.trim());
+        anyhow::bail!("cannot {doing} in the sandbox: {}", reason.trim());
     }
     Ok(())
+}
+
+/// Hands out the checkout's tree on top of `tip` (the work branch's tip as the host holds it) into
+/// `dest`, a file the host creates, at most [`MAX_SNAPSHOT_BYTES`]; `false` when the tree is
+/// `tip`'s and there is nothing to carry.
+pub fn take_snapshot(sandbox: &Sandbox, tip: &str, dest: &Path) -> Result<bool> {
+    let argv = ["sh", "-c", SNAPSHOT, "sh", WORKSPACE, tip];
+    sandbox
+        .read_out(&argv, dest, MAX_SNAPSHOT_BYTES)
+        .context("cannot take the checkout's tree out of the sandbox")?;
+    let size = std::fs::metadata(dest)
+        .with_context(|| format!("cannot read {}", dest.display()))?
+        .len();
+    Ok(size > 0)
+}
+
+/// Puts a [`take_snapshot`] bundle in `file` into the sandbox's fresh checkout as uncommitted
+/// changes: git in the sandbox checks it, the host only passes its bytes.
+pub fn restore_snapshot(sandbox: &Sandbox, file: &Path) -> Result<()> {
+    let argv = ["sh", "-c", RESTORE, "sh", WORKSPACE];
+    run_fed(sandbox, &argv, file, "restore the checkout's tree")
 }
 
 /// Brings the agent's commits into `repo` as its work branch with an exec of its own, unless

@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod questions;
 pub mod relay;
 pub mod role;
+pub mod run_dir;
 pub mod sandbox;
 pub mod secrets;
 pub mod stream;

@@ -1,7 +1,7 @@
 //! The model proxy on the host, inside `sandcastle run`: no model credential enters a sandbox.
 //!
-//! Each piece of work gets a Unix socket of its own in a fresh host directory, which its container
-//! mounts read-only; `sandcastle relay` inside the container forwards its loopback port to it. A
+//! Each piece of work gets a Unix socket of its own in a fresh host directory inside the run's own
+//! (`run_dir.rs`), which its container mounts read-only; `sandcastle relay` inside the container forwards its loopback port to it. A
 //! request on that socket is the work's own: it must carry the work's placeholder key (so a
 //! process that reached another work's relay, on a host network, is refused), and goes on to the
 //! operator's `ANTHROPIC_BASE_URL` with the real credential added here. Responses stream back
@@ -165,6 +165,8 @@ impl Upstream {
 /// The proxy of one run: a runtime serving every work's socket.
 pub struct Proxy {
     runtime: tokio::runtime::Runtime,
+    /// Where each work's socket directory is made: the run's own directory.
+    sockets: PathBuf,
     upstream: Arc<Upstream>,
     run: Arc<RunMeter>,
     egress: Arc<Vec<Egress>>,
@@ -194,7 +196,8 @@ pub struct Budget {
 }
 
 impl Proxy {
-    pub fn start(upstream: Upstream, policy: Policy) -> Result<Proxy> {
+    /// Each work's socket directory is made in `sockets`, the run's own directory.
+    pub fn start(upstream: Upstream, policy: Policy, sockets: &Path) -> Result<Proxy> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sandcastle-proxy")
@@ -204,6 +207,7 @@ impl Proxy {
             .context("cannot start the model proxy's runtime")?;
         Ok(Proxy {
             runtime,
+            sockets: sockets.to_path_buf(),
             upstream: Arc::new(upstream),
             run: Arc::new(RunMeter {
                 limit: policy.max_cost_per_run,
@@ -233,9 +237,9 @@ impl Proxy {
     /// sandcastle is not root) must connect; there the socket is worth what the relay's port is.
     pub fn open(&self, key: &str, budget: Budget) -> Result<WorkProxy> {
         let private = tempfile::Builder::new()
-            .prefix("sandcastle-proxy-")
+            .prefix("proxy-")
             .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
+            .tempdir_in(&self.sockets)
             .context("cannot create the model proxy's socket directory")?;
         let dir = private.path().join(MOUNTED_DIR);
         std::fs::create_dir(&dir)
@@ -291,8 +295,8 @@ impl WorkProxy {
 
     /// What the sandbox is given instead of the credential and a network: the relay's address
     /// and the work's placeholder key for Claude Code, and the same relay as the proxy of every
-    /// other program (the loopback itself excepted, where the relay is): on `port`, the
-    /// container's own (`relay_port`).
+    /// other program (the loopback itself excepted, where the relay is): on `port`, the one the
+    /// container's relay bound (`Sandbox::relay_port`).
     pub fn sandbox_env(&self, port: u16) -> Vec<(String, String)> {
         let relay = format!("127.0.0.1:{port}");
         let proxy = format!("http://{PROXY_USER}:{}@{relay}", self.work.token);
@@ -325,15 +329,6 @@ impl Drop for WorkProxy {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// A port for one container's relay: one nothing on this host's 127.0.0.1 listens on now, so the
-/// relays of containers sharing the host's network (a work's agent and gate among them) do not
-/// collide.
-pub fn relay_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .context("cannot find a free port on 127.0.0.1")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// What the proxy knows of the work a socket belongs to.

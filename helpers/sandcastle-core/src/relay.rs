@@ -4,16 +4,24 @@
 //! so the agent can neither kill nor trace it; a relay that stops cuts only this sandbox's access.
 //!
 //! Only bytes pass: HTTP is the host proxy's to read.
+//!
+//! It listens where it is told, usually `127.0.0.1:0`: the kernel picks a free port as it binds
+//! (containers sharing the host's network cannot race for one), and its first line on stdout,
+//! [`LISTENING`] and the address, tells the host which (`Sandbox::relay_port`).
 use anyhow::{Context as _, Result};
+use std::io::Write as _;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// What the relay's first line on stdout starts with, before the address it listens on.
+pub const LISTENING: &str = "sandcastle relay: listening on ";
+
 #[derive(clap::Args)]
 pub struct RelayArgs {
-    /// The loopback address to listen on, e.g. 127.0.0.1:41000.
+    /// The loopback address to listen on, e.g. 127.0.0.1:0 (any free port).
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
     /// The proxy's Unix socket.
@@ -34,6 +42,12 @@ pub fn command(args: RelayArgs) -> ExitCode {
 fn relay(args: &RelayArgs) -> Result<()> {
     let listener = TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let bound = listener.local_addr()?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{LISTENING}{bound}")
+        .and_then(|()| stdout.flush())
+        .context("cannot say the port on stdout")?;
+    drop(stdout);
     serve(listener, Arc::from(args.socket.as_path()))
 }
 

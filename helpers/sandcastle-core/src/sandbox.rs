@@ -84,10 +84,10 @@ pub struct SandboxSpec<'a> {
 }
 
 /// The work's end of the host's model proxy (`proxy.rs`): the host directory holding its socket,
-/// mounted read-only, and the loopback port `sandcastle relay` listens on inside.
+/// mounted read-only. `sandcastle relay` inside picks its loopback port as it binds and says which
+/// (`Sandbox::relay_port`).
 pub struct Relay<'a> {
     pub socket_dir: &'a Path,
-    pub port: u16,
 }
 
 /// What `configure-tea --url` gets, for one `docker exec` only.
@@ -100,6 +100,8 @@ pub struct TeaLogin<'a> {
 pub struct Sandbox {
     id: String,
     env: Vec<(String, String)>,
+    /// The loopback port the container's relay bound, as it said.
+    relay_port: u16,
     /// Sessions whose file in the container is the one the host last took out of it (so a resume
     /// in this container needs no copy in).
     sessions: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -119,27 +121,33 @@ impl Sandbox {
             };
             Ok(docker.create_container(Some(options), config).await?.id)
         })?;
-        let sandbox = Sandbox {
-            sessions: Default::default(),
-            id,
-            env: spec.env.to_vec(),
-        };
         let started = {
-            let id = sandbox.id.clone();
+            let id = id.clone();
             engine.call("docker start", |docker| async move {
                 docker.start_container(&id, None).await
             })
         };
-        let protected = started.and_then(|()| {
-            sandbox
-                .exec_as(
-                    "0",
-                    "/",
-                    &[],
-                    &["sh", "-c", MAKE_PROTECTED_SANDCASTLE, "sh", PROTECTED_SANDCASTLE],
-                )?
-                .finish("docker exec (the agent's protected copy of sandcastle)")
-        });
+        let relay_port = match started.and_then(|()| relay_port::learn(engine, &id)) {
+            Ok(port) => port,
+            Err(error) => {
+                let _ = remove_containers(&[&id]);
+                return Err(error);
+            }
+        };
+        let sandbox = Sandbox {
+            sessions: Default::default(),
+            id,
+            env: spec.env.to_vec(),
+            relay_port,
+        };
+        let protected = sandbox
+            .exec_as(
+                "0",
+                "/",
+                &[],
+                &["sh", "-c", MAKE_PROTECTED_SANDCASTLE, "sh", PROTECTED_SANDCASTLE],
+            )
+            .and_then(|exec| exec.finish("docker exec (the agent's protected copy of sandcastle)"));
         let configured = match (protected, spec.tea) {
             (Err(error), _) => Err(error),
             (Ok(_), Some(tea)) => sandbox.configure_tea(tea),
@@ -292,6 +300,15 @@ impl Sandbox {
         Ok(state.and_then(|s| s.running) == Some(true))
     }
 
+    /// Starts the container again after it stopped (its relay exited): its files are as they
+    /// were, no process of the agent's runs, and an exec can take out what its checkout holds.
+    pub fn restart(&self) -> Result<()> {
+        let id = self.id.clone();
+        engine()?.call("docker start", |docker| async move {
+            docker.start_container(&id, None).await
+        })
+    }
+
     /// Removes the container, running or not.
     pub fn remove(self) -> Result<()> {
         remove_containers(&[&self.id])
@@ -421,7 +438,8 @@ fn container_config(spec: &SandboxSpec) -> Result<(String, ContainerCreateBody)>
         cmd: Some(vec![
             "relay".into(),
             "--listen".into(),
-            format!("127.0.0.1:{}", spec.relay.port),
+            // Any free port, bound by the relay itself: no other container can take it first.
+            "127.0.0.1:0".into(),
             "--socket".into(),
             format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
         ]),
@@ -798,7 +816,6 @@ mod tests {
             volume: None,
             relay: Relay {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
-                port: 41000,
             },
         }
     }
@@ -913,6 +930,8 @@ mod tests {
         );
     }
 }
+
+mod relay_port;
 
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -9,6 +9,7 @@ use sandcastle_core::git::{self, Credentials};
 use sandcastle_core::plan::PlanMemo;
 use sandcastle_core::progress::Progress;
 use sandcastle_core::proxy::{Credential, Policy, Proxy, Upstream};
+use sandcastle_core::run_dir::RunDir;
 use sandcastle_core::sandbox::{self, TeaLogin};
 use sandcastle_core::secrets::{EnvFile, Redactor};
 use std::path::{Path, PathBuf};
@@ -60,6 +61,8 @@ pub struct Context {
     pub handlers: Handlers,
     /// The model proxy every sandbox reaches the model through; the only holder of the credential.
     pub proxy: Proxy,
+    /// The run's own host directory, holding the proxy's sockets; removed as the run ends.
+    pub run_dir: RunDir,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -182,15 +185,17 @@ impl Context {
         if agent_login.is_some() {
             egress.extend(forge_egress(&settings.config.forge_url));
         }
+        let run_id = run_id();
+        let run_dir = RunDir::create(&run_id)?;
         let proxy = Proxy::start(
             upstream,
             Policy {
                 max_cost_per_run: settings.config.budget.max_cost_per_run,
                 egress,
             },
+            run_dir.path(),
         )?;
         let progress = Progress::new(redactor.clone());
-        let run_id = run_id();
         let id = settings
             .config
             .cluster
@@ -220,6 +225,7 @@ impl Context {
             clarifies,
             handlers: Handlers::detached(),
             proxy,
+            run_dir,
         })
     }
 

@@ -9,6 +9,7 @@ use crate::planning;
 use anyhow::{Result, anyhow};
 use sandcastle_core::lock::RunLock;
 use sandcastle_core::plan::branch_for;
+use sandcastle_core::run_dir::{self, RunDir};
 use sandcastle_core::sandbox;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::path::Path;
@@ -34,6 +35,7 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
     asking::say_skipped(&ctx);
     ctx.clarifies &= !yes;
     let ctx = Arc::new(ctx);
+    let _run_dir = RemovedOnReturn(&ctx.run_dir);
     let redact = |e: anyhow::Error| anyhow!("{}", ctx.redactor.error(&e));
     ctx.forge.ensure_labels().map_err(redact)?;
     stop_on_signal(Arc::clone(&ctx))?;
@@ -145,6 +147,16 @@ fn start(settings: Settings) -> Result<Context> {
             "could not look for containers of runs that are no longer alive: {e:#}"
         )),
     }
+    match run_dir::remove_dead() {
+        Ok(runs) if !runs.is_empty() => ctx.progress.note(&format!(
+            "removed the directories of runs that are no longer alive: {}",
+            runs.join(", ")
+        )),
+        Ok(_) => {}
+        Err(e) => ctx.progress.note(&format!(
+            "could not look for directories of runs that are no longer alive: {e:#}"
+        )),
+    }
     let tea = match &ctx.agent_login {
         Some(login) => format!("tea in sandboxes reads as {}", login.user),
         None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
@@ -185,6 +197,16 @@ fn finish(ctx: &Context) {
     }
 }
 
+/// Removes the run's directory when `run` returns, however: the signal thread holds the context
+/// (and so the directory) until the process exits.
+struct RemovedOnReturn<'a>(&'a RunDir);
+
+impl Drop for RemovedOnReturn<'_> {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
+}
+
 /// On Ctrl-C or SIGTERM: stop starting work, remove every container of the run (which ends the
 /// agents in them), leave the checkouts, write the report, exit.
 fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
@@ -220,6 +242,7 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
                 }
             }
             finish(&ctx);
+            ctx.run_dir.remove();
             std::process::exit(128 + signal);
         }
     });

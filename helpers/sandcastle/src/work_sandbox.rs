@@ -6,8 +6,13 @@
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
+//! No work is lost to a fresh container: before the old one goes (started again if it stopped), its
+//! checkout's tree is taken out (`checkout::take_snapshot`), and the next container of the role
+//! that wrote it gets it back as uncommitted changes, when the branch's tip is still the one it was
+//! taken on; the agent is told so in its prompt.
 //! Removed when dropped (on success, error or panic).
 use crate::context::Context;
+use crate::prompts::turns;
 use crate::seam::{Heard, Sandboxed, Turn};
 use anyhow::Result;
 use sandcastle_core::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
@@ -17,7 +22,7 @@ use sandcastle_core::gate::{self, GateOutcome};
 use sandcastle_core::git::{Imported, WorkRepo};
 use sandcastle_core::hand_out::{self, Commits};
 use sandcastle_core::progress::Status;
-use sandcastle_core::proxy::{self, Budget, WorkProxy};
+use sandcastle_core::proxy::{Budget, WorkProxy};
 use sandcastle_core::role::{Role, WorkKey};
 use sandcastle_core::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use std::path::PathBuf;
@@ -50,6 +55,18 @@ pub struct WorkSandbox<'a> {
     tip: Option<String>,
     /// The role with tools whose turns ran in `sandbox`: another such role gets a fresh one.
     written_by: Option<Role>,
+    /// The checkout's tree as each role's last removed container left it, for its next one.
+    carried: Vec<Carried>,
+}
+
+/// A checkout's tree taken out of a container that went while its work goes on.
+struct Carried {
+    /// The role whose turns wrote it: only its next container gets it.
+    role: Role,
+    /// The work branch's tip it was taken on: it goes back only onto the same tip.
+    tip: String,
+    /// The snapshot bundle, only bytes to the host.
+    file: tempfile::NamedTempFile,
 }
 
 /// A turn's hand-out of the checkout: the commits since `known_tip`, held in `file`.
@@ -74,6 +91,7 @@ impl<'a> WorkSandbox<'a> {
             handed_ask: None,
             tip: None,
             written_by: None,
+            carried: Vec::new(),
         }
     }
 
@@ -103,9 +121,8 @@ impl<'a> WorkSandbox<'a> {
         Ok(self.proxy.as_ref().expect("opened above"))
     }
 
-    /// The limits and wiring every container of this work gets, its relay on `port`; the proxy
-    /// is open.
-    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)], port: u16) -> SandboxSpec<'s>
+    /// The limits and wiring every container of this work gets; the proxy is open.
+    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
     where
         'a: 's,
     {
@@ -126,7 +143,6 @@ impl<'a> WorkSandbox<'a> {
             volume: None,
             relay: Relay {
                 socket_dir: proxy.dir(),
-                port,
             },
         }
     }
@@ -134,23 +150,91 @@ impl<'a> WorkSandbox<'a> {
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let ctx = self.ctx;
-            let port = proxy::relay_port()?;
-            let proxy_env = self.open_proxy()?.sandbox_env(port);
+            self.open_proxy()?;
             let mut env = ctx.sandbox_env();
             env.extend(self.work_env.iter().cloned());
-            env.extend(proxy_env);
             let tea = ctx.tea_login();
             let key = self.key.slug();
             let spec = SandboxSpec {
                 tea: tea.as_ref(),
-                ..self.spec(&key, &env, port)
+                ..self.spec(&key, &env)
             };
-            let sandbox = Sandbox::start(&spec)?;
+            let mut sandbox = Sandbox::start(&spec)?;
+            sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
             checkout::seed(sandbox, self.repo, &ctx.remote)?;
         }
         Ok(self.sandbox.as_ref().expect("started above"))
+    }
+}
+
+impl WorkSandbox<'_> {
+    /// Removes a container the work leaves while it goes on, its checkout's tree taken out first
+    /// for the next container of the role that wrote it (`stopped`: started again for that).
+    /// A tree that cannot be taken is a note: the next container starts from the branch.
+    fn retire(&mut self, sandbox: Sandbox, stopped: bool) -> Result<()> {
+        if let Some(role) = self.written_by {
+            self.carried.retain(|c| c.role != role);
+            match self.snapshot(&sandbox, stopped) {
+                Ok(Some((tip, file))) => self.carried.push(Carried { role, tip, file }),
+                Ok(None) => {}
+                Err(error) => self.ctx.progress.note(&format!(
+                    "{}: the checkout's tree is not carried to the next sandbox: {error:#}",
+                    self.key
+                )),
+            }
+        }
+        sandbox.remove()
+    }
+
+    /// The checkout's tree on the branch's tip, if it is not the tip's own.
+    fn snapshot(
+        &self,
+        sandbox: &Sandbox,
+        stopped: bool,
+    ) -> Result<Option<(String, tempfile::NamedTempFile)>> {
+        if stopped {
+            sandbox.restart()?;
+        }
+        let tip = self.repo.tip()?;
+        let file = self.repo.scratch_file()?;
+        let taken = checkout::take_snapshot(sandbox, &tip, file.path())?;
+        Ok(taken.then_some((tip, file)))
+    }
+
+    /// Puts the tree `role`'s last container left into the fresh one's checkout; whether it did.
+    /// A tree taken on another tip is dropped (the branch moved on without it), and one that
+    /// cannot be put back is a note: the agent works from the branch.
+    fn carry_in(&mut self, role: Role) -> bool {
+        let Some(at) = self.carried.iter().position(|c| c.role == role) else {
+            return false;
+        };
+        let carried = self.carried.swap_remove(at);
+        let sandbox = self.sandbox.as_ref().expect("started first");
+        let restored = match self.repo.tip() {
+            Ok(tip) if tip == carried.tip => {
+                checkout::restore_snapshot(sandbox, carried.file.path())
+            }
+            Ok(_) => Err(anyhow::anyhow!("the branch moved on since it was taken")),
+            Err(error) => Err(error),
+        };
+        match restored {
+            Ok(()) => {
+                self.ctx.progress.note(&format!(
+                    "{}: the last sandbox's checkout was carried to the fresh one",
+                    self.key
+                ));
+                true
+            }
+            Err(error) => {
+                self.ctx.progress.note(&format!(
+                    "{}: the checkout's tree is not carried to the fresh sandbox: {error:#}",
+                    self.key
+                ));
+                false
+            }
+        }
     }
 }
 
@@ -207,12 +291,24 @@ impl Sandboxed for WorkSandbox<'_> {
         if self.written_by.is_some_and(|role| role != turn.role)
             && let Some(sandbox) = self.sandbox.take()
         {
-            sandbox.remove()?;
+            self.retire(sandbox, false)?;
         }
         if writes {
             self.written_by = Some(turn.role);
         }
-        let sandbox = self.get()?;
+        let fresh = self.sandbox.is_none();
+        self.get()?;
+        let prompt;
+        let run = if fresh && self.carry_in(turn.role) {
+            prompt = format!("{}{}", turn.prompt, turns::TREE_CARRIED_OVER);
+            AgentRun {
+                prompt: &prompt,
+                ..run
+            }
+        } else {
+            run
+        };
+        let sandbox = self.sandbox.as_ref().expect("started above");
         let mut outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
             match event {
                 AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
@@ -229,8 +325,8 @@ impl Sandboxed for WorkSandbox<'_> {
         if outcome.sandbox_stopped
             && let Some(sandbox) = self.sandbox.take()
         {
-            // Removed now: the fresh one takes its name, and nothing comes out of it any more.
-            sandbox.remove()?;
+            // Removed now: the fresh one takes its name, and nothing but its tree comes out of it.
+            self.retire(sandbox, true)?;
             ctx.progress.note(&format!(
                 "{key}: the sandbox stopped during {} iteration {}; the next turn starts a fresh one from the work branch",
                 turn.role, turn.counted
@@ -263,22 +359,21 @@ impl Sandboxed for WorkSandbox<'_> {
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
         // The gate reaches the network as the agent does: through the work's proxy, as `egress`
         // allows (a build fetches its dependencies).
-        let port = proxy::relay_port()?;
-        let proxy_env = self.open_proxy()?.sandbox_env(port);
+        self.open_proxy()?;
         let mut env = ctx.sandbox_env();
         env.extend(gate::cache_env());
-        env.extend(proxy_env);
         let spec = SandboxSpec {
             volume: Some((&cache, gate::CACHE)),
-            ..self.spec(&key, &env, port)
+            ..self.spec(&key, &env)
         };
-        let sandbox = match Sandbox::start(&spec) {
+        let mut sandbox = match Sandbox::start(&spec) {
             Ok(sandbox) => sandbox,
             Err(error) => {
                 let _ = sandbox::remove_volumes(&[&cache]);
                 return Err(error);
             }
         };
+        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
             .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))

@@ -98,3 +98,77 @@ fn the_checkout_is_made_inside_and_its_commits_come_out_as_data() {
         "the agent's config did not come back"
     );
 }
+
+/// `git status --porcelain` with its spaces shown (`exec` trims the output).
+const STATUS: &str = "git status --porcelain | tr ' ' _";
+
+/// The tree of a checkout that goes away while its work goes on comes back in a fresh container as
+/// uncommitted changes on the host's tip: tracked changes, a deletion, untracked files and a commit
+/// the host never took; ignored files stay behind, and a clean tree carries nothing.
+#[test]
+fn a_checkouts_tree_is_carried_to_a_fresh_container_as_uncommitted_changes() {
+    if !docker_ready() {
+        return;
+    }
+    let remote = Remote::new();
+    let repo = remote.repo("work.git", "sandcastle/issue-1").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let snapshot = tmp.path().join("snapshot");
+    let run = TestRun::new("snapshot");
+    let old = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    seed(&old, &repo, "http://127.0.0.1:9/owner/name.git").unwrap();
+    let tip = repo.tip().unwrap();
+    assert!(
+        !take_snapshot(&old, &tip, &snapshot).unwrap(),
+        "nothing to carry"
+    );
+
+    exec(
+        &old,
+        &[
+            "sh",
+            "-c",
+            "echo kept > committed.txt && git add committed.txt && git commit -qm 'Not handed out' \
+             && echo edited > initial && echo new > untracked.txt && mkdir -p dir && echo deep > dir/file \
+             && echo scratch.log >> .git/info/exclude && echo ignored > scratch.log",
+        ],
+    );
+    let head = exec(&old, &["git", "rev-parse", "HEAD"]);
+    assert!(take_snapshot(&old, &tip, &snapshot).unwrap());
+    assert_eq!(
+        exec(&old, &["sh", "-c", STATUS]),
+        "_M_initial\n??_dir/\n??_untracked.txt",
+        "the old checkout is left as it was"
+    );
+    assert_eq!(exec(&old, &["git", "rev-parse", "HEAD"]), head);
+    old.remove().unwrap();
+
+    let fresh = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    seed(&fresh, &repo, "http://127.0.0.1:9/owner/name.git").unwrap();
+    restore_snapshot(&fresh, &snapshot).unwrap();
+    assert_eq!(exec(&fresh, &["git", "rev-parse", "HEAD"]), tip);
+    assert_eq!(
+        exec(&fresh, &["sh", "-c", STATUS]),
+        "_M_initial\n??_committed.txt\n??_dir/\n??_untracked.txt"
+    );
+    assert_eq!(
+        exec(&fresh, &["cat", "initial", "committed.txt", "dir/file"]),
+        "edited\nkept\ndeep"
+    );
+    assert!(
+        fresh
+            .exec_command(&["test", "-e", "scratch.log"])
+            .and_then(|exec| exec.output())
+            .unwrap()
+            .status
+            .code()
+            == Some(1),
+        "an ignored file is not carried"
+    );
+    assert_eq!(
+        exec(&fresh, &["git", "for-each-ref", "refs/sandcastle"]),
+        "",
+        "no snapshot ref is left"
+    );
+    assert_eq!(repo.tip().unwrap(), tip, "the host's branch did not move");
+}

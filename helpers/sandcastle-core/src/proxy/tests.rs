@@ -12,6 +12,13 @@ fn model() -> FakeAnthropic {
     FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap()
 }
 
+/// Stands for the run's directory, for as long as the test process runs.
+fn sockets() -> &'static Path {
+    static DIR: std::sync::LazyLock<tempfile::TempDir> =
+        std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
+    DIR.path()
+}
+
 fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
     Proxy::start(
         Upstream::new(Some(model.url()), credential).unwrap(),
@@ -19,6 +26,7 @@ fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
             max_cost_per_run: None,
             egress: Vec::new(),
         },
+        sockets(),
     )
     .unwrap()
 }
@@ -54,7 +62,7 @@ fn ask(base: &str, key: Option<&str>, stream: bool) -> (u16, String) {
 }
 
 fn placeholder(work: &WorkProxy) -> String {
-    let env = work.sandbox_env(relay_port().unwrap());
+    let env = work.sandbox_env(1);
     env.iter()
         .find(|(k, _)| k == "ANTHROPIC_API_KEY")
         .map(|(_, v)| v.clone())
@@ -133,6 +141,7 @@ fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
             max_cost_per_run: None,
             egress: Vec::new(),
         },
+        sockets(),
     )
     .unwrap();
     let work = proxy.open("issue #1", Budget::default()).unwrap();
@@ -216,6 +225,7 @@ fn a_spent_run_budget_refuses_every_work() {
             max_cost_per_run: Some(0.000001),
             egress: Vec::new(),
         },
+        sockets(),
     )
     .unwrap();
     let one = proxy.open("issue #1", Budget::default()).unwrap();
@@ -233,6 +243,7 @@ fn proxy_with_egress(model: &FakeAnthropic, egress: &[&str]) -> Proxy {
             max_cost_per_run: None,
             egress: egress.iter().map(|e| Egress::parse(e).unwrap()).collect(),
         },
+        sockets(),
     )
     .unwrap()
 }

@@ -314,3 +314,55 @@ fn a_killed_exec_ends_its_output_and_says_it_was_killed() {
     assert_eq!(status.signal(), Some(9), "{status:?}");
     sandbox.remove().unwrap();
 }
+
+/// A stand-in for a work's proxy socket in a directory of its own: every connection is answered
+/// with `name` and closed.
+fn answering_socket(name: &'static str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = dir.path().join(proxy::SOCKET_NAME);
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let _ = std::io::Write::write_all(&mut stream, name.as_bytes());
+        }
+    });
+    dir
+}
+
+/// Two works' containers on the host's network: each relay binds a free port itself and says
+/// which; the host learns two different ports, and each leads to its own container's relay (and
+/// so to its own work's socket).
+#[test]
+fn relays_on_the_host_network_bind_their_own_ports_and_the_host_learns_them() {
+    if !docker_ready() {
+        return;
+    }
+    let run = TestRun::new("relay-ports");
+    let (one_dir, two_dir) = (answering_socket("one"), answering_socket("two"));
+    let start = |key: &'static str, dir: &tempfile::TempDir| {
+        Sandbox::start(&SandboxSpec {
+            relay: Relay {
+                socket_dir: dir.path(),
+            },
+            ..spec(&run, key, &[])
+        })
+        .unwrap()
+    };
+    let (one, two) = (start("issue-1", &one_dir), start("issue-2", &two_dir));
+    assert_ne!(one.relay_port(), two.relay_port());
+    for (sandbox, name) in [(&one, "one"), (&two, "two")] {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", sandbox.relay_port())).unwrap();
+        let mut heard = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut heard).unwrap();
+        assert_eq!(
+            heard,
+            name,
+            "port {} reaches {name}'s socket",
+            sandbox.relay_port()
+        );
+    }
+}

@@ -83,7 +83,6 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         volume: None,
         relay: Relay {
             socket_dir: run.proxy_dir.path(),
-            port: 0,
         },
     }
 }

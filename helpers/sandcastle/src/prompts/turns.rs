@@ -86,6 +86,13 @@ pub fn unfinished_nudge(why: &str) -> String {
     format!("You said you were done, but {why}. Fix that, commit, and say so again.")
 }
 
+/// Added to a turn's prompt when its fresh container's checkout got the tree the role's last
+/// container left (`checkout::restore_snapshot`).
+pub const TREE_CARRIED_OVER: &str = "\n\n## Your checkout was carried over\n\nThis turn runs in a fresh \
+    sandbox. The files of your last one came with it as uncommitted changes on the branch's tip (see \
+    `git status`): what you had not committed, and any commits the orchestrator did not take. Commit \
+    what you keep.";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! Faults: a run killed outright, and secrets in the forms tools print them. Real Docker, the real
 //! Claude Code CLI, the scripted model and forge.
-use crate::harness::{Harness, docker_or_skip, run_until, stderr_lines};
+use crate::harness::{Harness, docker_or_skip, run_until, sigterm, stderr_lines};
 use base64::Engine;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -13,9 +13,10 @@ fn reviewer() -> serde_json::Value {
     json!({"match": "# Role: reviewer", "turns": [{"text": format!("Fine. {COMPLETE}")}]})
 }
 
-/// A run killed with SIGKILL leaves its container; the next start removes it, and only it.
+/// A run killed with SIGKILL leaves its container and its directory (the proxy's socket
+/// directory in it); the next start removes them, and only them.
 #[test]
-fn a_sigkilled_runs_containers_are_removed_by_the_next_start() {
+fn a_sigkilled_runs_containers_and_directory_are_removed_by_the_next_start() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
@@ -25,8 +26,20 @@ fn a_sigkilled_runs_containers_are_removed_by_the_next_start() {
         "",
     );
     let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
+    // The runs' directories: `$XDG_RUNTIME_DIR/sandcastle/runs/<run id>`.
+    let xdg = tempfile::tempdir().unwrap();
+    let runs = xdg.path().join("sandcastle/runs");
+    let listed = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&runs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
     let mut run = h
         .command(&["run", "--issue", &issue.to_string()])
+        .env("XDG_RUNTIME_DIR", xdg.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -40,10 +53,37 @@ fn a_sigkilled_runs_containers_are_removed_by_the_next_start() {
     run.kill().unwrap();
     run.wait().unwrap();
     assert_eq!(h.containers(), left, "SIGKILL leaves the container");
+    let killed = listed();
+    assert_eq!(killed.len(), 1, "{killed:?}");
+    assert!(killed[0].ends_with(&format!("-{}", run.id())), "{killed:?}");
+    let sockets: Vec<_> = std::fs::read_dir(runs.join(&killed[0]))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        sockets.len() == 1 && sockets[0].join("mounted/proxy.sock").exists(),
+        "the proxy's socket directory is left in the run's: {sockets:?}"
+    );
 
     // The next start (here one that then fails: there is no issue 99) sweeps it.
-    let next = h.sandcastle(&["run", "--issue", "99"]);
+    let next = h
+        .command(&["run", "--issue", "99"])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .output()
+        .unwrap();
     let lines = stderr_lines(&next);
+    assert!(
+        lines.iter().any(|l| l.contains(&format!(
+            "removed the directories of runs that are no longer alive: {}",
+            killed[0]
+        ))),
+        "{lines:?}"
+    );
+    assert!(
+        listed().is_empty(),
+        "the next run's own went as it ended: {:?}",
+        listed()
+    );
     assert!(
         lines
             .iter()
@@ -53,6 +93,37 @@ fn a_sigkilled_runs_containers_are_removed_by_the_next_start() {
     );
     assert!(h.containers().is_empty(), "{:?}", h.containers());
     assert!(h.pulls().is_empty(), "nothing published");
+}
+
+/// A run stopped with SIGTERM mid-turn removes its own directory, the proxy's socket directory
+/// in it included, before it exits.
+#[test]
+fn a_stopped_run_removes_its_directory() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"bash": "touch /tmp/started && sleep 120", "description": "wait"}, {"text": COMPLETE}]}]),
+        "",
+    );
+    let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
+    let xdg = tempfile::tempdir().unwrap();
+    let runs = xdg.path().join("sandcastle/runs");
+    let mut run = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    h.wait_for_file(&mut run, "/tmp/started");
+    let during: Vec<_> = std::fs::read_dir(&runs).unwrap().collect();
+    assert_eq!(during.len(), 1, "the run's directory while it works");
+    sigterm(&run);
+    assert!(!run.wait().unwrap().success());
+    let left: Vec<_> = std::fs::read_dir(&runs).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A secret in a tool call longer than the progress line, and in `curl -v -u`'s
