@@ -26,4 +26,5 @@ pub mod role;
 pub mod sandbox;
 pub mod secrets;
 pub mod stream;
+pub mod tls;
 pub mod touches;

@@ -25,6 +25,7 @@ mod egress;
 mod meter;
 
 use crate::stream::Usage;
+use crate::tls::Roots;
 use anyhow::{Context as _, Result, bail};
 use budget::{Charge, Ledger, Reservation, Verdict};
 use bytes::Bytes;
@@ -131,11 +132,14 @@ pub struct Upstream {
     port: u16,
     credential: Credential,
     agent: ureq::Agent,
+    /// The roots its HTTPS is checked against (`tls.rs`), for an error naming the fix.
+    roots: Roots,
 }
 
 impl Upstream {
-    /// `base` is the operator's `ANTHROPIC_BASE_URL` (default the Anthropic API).
-    pub fn new(base: Option<String>, credential: Credential) -> Result<Upstream> {
+    /// `base` is the operator's `ANTHROPIC_BASE_URL` (default the Anthropic API); over HTTPS its
+    /// certificate must be signed by one of `roots`.
+    pub fn new(base: Option<String>, credential: Credential, roots: Roots) -> Result<Upstream> {
         let base = base.unwrap_or_else(|| DEFAULT_UPSTREAM.to_string());
         let uri: http::Uri = base
             .parse()
@@ -149,6 +153,7 @@ impl Upstream {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
+            .tls_config(roots.config())
             .build()
             .new_agent();
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
@@ -158,6 +163,7 @@ impl Upstream {
             base: uri.to_string().trim_end_matches('/').to_string(),
             credential,
             agent,
+            roots,
         })
     }
 }
@@ -673,6 +679,7 @@ async fn forward(
     // own channel, so the answer starts streaming at once.
     let (head_sender, head_receiver) = tokio::sync::oneshot::channel();
     let (sender, receiver) = mpsc::channel(16);
+    let upstream = Arc::clone(&work.upstream);
     let work = Arc::clone(work);
     tokio::task::spawn_blocking(move || {
         let (head, body) = match work.upstream.agent.run(outgoing) {
@@ -704,7 +711,13 @@ async fn forward(
             reservation.settle(metered.map_or(Charge::Nothing, Charge::Read));
         }
     });
-    let head = head_receiver.await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let head = head_receiver.await?.map_err(|e| {
+        if is_tls_refusal(&e) {
+            anyhow::anyhow!("{e}: {}", upstream.roots.fix())
+        } else {
+            anyhow::anyhow!("{e}")
+        }
+    })?;
     let mut response = Response::builder().status(head.status);
     for (name, value) in head
         .headers
@@ -714,6 +727,16 @@ async fn forward(
         response = response.header(name, value);
     }
     Ok(response.body(ChannelBody(receiver).boxed())?)
+}
+
+/// A handshake the upstream's certificate failed (rustls says why, directly or through the
+/// connection's I/O).
+fn is_tls_refusal(error: &ureq::Error) -> bool {
+    match error {
+        ureq::Error::Rustls(_) => true,
+        ureq::Error::Io(io) => io.get_ref().is_some_and(|e| e.is::<rustls::Error>()),
+        _ => false,
+    }
 }
 
 /// Passes the upstream body on chunk by chunk as it arrives, until it ends or the sandbox hangs

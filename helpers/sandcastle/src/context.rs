@@ -11,6 +11,7 @@ use sandcastle_core::progress::Progress;
 use sandcastle_core::proxy::{Credential, Policy, Proxy, Upstream};
 use sandcastle_core::sandbox::{self, TeaLogin};
 use sandcastle_core::secrets::{EnvFile, Redactor};
+use sandcastle_core::tls::Roots;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,10 +96,12 @@ impl Settings {
     }
 
     /// The model proxy's upstream: `ANTHROPIC_BASE_URL` and the credential, from `.sandcastle/.env`
-    /// or the environment.
+    /// or the environment; an HTTPS upstream checked against sandcastle's own environment's
+    /// `SSL_CERT_FILE`, else the system's roots.
     pub fn upstream(&self) -> Result<Upstream> {
         let credential = Credential::from(|key| self.env.get(key))?;
-        Upstream::new(self.env.get("ANTHROPIC_BASE_URL"), credential)
+        let roots = Roots::load(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))?;
+        Upstream::new(self.env.get("ANTHROPIC_BASE_URL"), credential, roots)
     }
 
     /// The forge client of the run: everything it sends is redacted.

@@ -12,9 +12,14 @@ fn model() -> FakeAnthropic {
     FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap()
 }
 
+/// The roots a run without `SSL_CERT_FILE` trusts.
+fn system_roots() -> Roots {
+    Roots::load(|_| None).unwrap()
+}
+
 fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
     Proxy::start(
-        Upstream::new(Some(model.url()), credential).unwrap(),
+        Upstream::new(Some(model.url()), credential, system_roots()).unwrap(),
         Policy {
             max_cost_per_run: None,
             egress: Vec::new(),
@@ -127,6 +132,7 @@ fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
         Upstream::new(
             Some("http://127.0.0.1:1".into()),
             Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
         )
         .unwrap(),
         Policy {
@@ -168,7 +174,11 @@ fn credentials_are_taken_in_order_and_a_missing_one_names_the_keys() {
         panic!("no credential is an error")
     };
     assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");
-    let Err(error) = Upstream::new(Some("not a url".into()), Credential::ApiKey("k".into())) else {
+    let Err(error) = Upstream::new(
+        Some("not a url".into()),
+        Credential::ApiKey("k".into()),
+        system_roots(),
+    ) else {
         panic!("a bad URL is an error")
     };
     assert!(error.to_string().contains("ANTHROPIC_BASE_URL"), "{error}");
@@ -211,7 +221,12 @@ fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
 fn a_spent_run_budget_refuses_every_work() {
     let model = model();
     let proxy = Proxy::start(
-        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Upstream::new(
+            Some(model.url()),
+            Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
+        )
+        .unwrap(),
         Policy {
             max_cost_per_run: Some(0.000001),
             egress: Vec::new(),
@@ -228,7 +243,12 @@ fn a_spent_run_budget_refuses_every_work() {
 
 fn proxy_with_egress(model: &FakeAnthropic, egress: &[&str]) -> Proxy {
     Proxy::start(
-        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Upstream::new(
+            Some(model.url()),
+            Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
+        )
+        .unwrap(),
         Policy {
             max_cost_per_run: None,
             egress: egress.iter().map(|e| Egress::parse(e).unwrap()).collect(),
@@ -641,4 +661,179 @@ fn an_answer_the_sandbox_never_reads_is_still_metered() {
     }
     assert_eq!(usage.output_tokens, 1_000_000, "{usage:?}");
     drop(stream);
+}
+
+/// A certificate authority made for one test, and its PEM.
+fn test_ca(name: &str) -> (rcgen::CertifiedIssuer<'static, rcgen::KeyPair>, String) {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca =
+        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let pem = ca.pem();
+    (ca, pem)
+}
+
+/// An HTTPS front for `model` on 127.0.0.1 with a certificate for `127.0.0.1` that `ca` signed:
+/// each connection's request goes to the model whole, its answer back. The front's URL.
+fn https_front(model: &FakeAnthropic, ca: &rcgen::CertifiedIssuer<'_, rcgen::KeyPair>) -> String {
+    use std::io::{Read, Write};
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, ca)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let plain = format!("127.0.0.1:{}", model.port());
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let (config, plain) = (Arc::clone(&config), plain.clone());
+            std::thread::spawn(move || {
+                let connection = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(connection, client);
+                let Some(request) = one_request(&mut tls) else {
+                    return;
+                };
+                let mut model = std::net::TcpStream::connect(plain).unwrap();
+                model.write_all(&request).unwrap();
+                let mut answer = Vec::new();
+                model.read_to_end(&mut answer).unwrap();
+                tls.write_all(&answer).unwrap();
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    url
+}
+
+/// One HTTP/1.1 request read whole (head and `content-length` body), made to close its
+/// connection after the answer; `None` when the client gave up (a refused handshake).
+fn one_request(stream: &mut impl std::io::Read) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(at) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        bytes.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&bytes[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    while bytes.len() < head_end + length {
+        let n = stream.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    let lines: Vec<&str> = head
+        .trim_end()
+        .lines()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .collect();
+    let mut request = format!("{}\r\nconnection: close\r\n\r\n", lines.join("\r\n")).into_bytes();
+    request.extend_from_slice(&bytes[head_end..]);
+    Some(request)
+}
+
+/// A PEM file holding `pem`, as the operator's `SSL_CERT_FILE`.
+fn cert_file(dir: &Path, pem: &str) -> Roots {
+    let path = dir.join("ca.pem");
+    std::fs::write(&path, pem).unwrap();
+    let path = path.to_str().unwrap().to_string();
+    Roots::load(|key| (key == "SSL_CERT_FILE").then(|| path.clone())).unwrap()
+}
+
+/// An HTTPS `ANTHROPIC_BASE_URL` whose certificate a CA in `SSL_CERT_FILE` signed: the work's
+/// request reaches the model over TLS with the real credential, streamed or not.
+#[test]
+fn an_https_upstream_signed_by_the_cert_files_ca_is_reached() {
+    let model = model();
+    let (ca, pem) = test_ca("sandcastle test CA");
+    let front = https_front(&model, &ca);
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::new(
+        Some(front),
+        Credential::ApiKey(REAL_KEY.into()),
+        cert_file(dir.path(), &pem),
+    )
+    .unwrap();
+    let policy = Policy {
+        max_cost_per_run: None,
+        egress: Vec::new(),
+    };
+    let proxy = Proxy::start(upstream, policy).unwrap();
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+
+    let (status, body) = ask(&base, Some(&placeholder(&work)), false);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("hi there"), "{body}");
+    let (status, body) = ask(&base, Some(&placeholder(&work)), true);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("event: message_start"), "{body}");
+    assert_eq!(model.credentials(), [REAL_KEY.to_string()]);
+}
+
+/// A certificate no trusted CA signed (another CA in `SSL_CERT_FILE`, or the system's roots): one
+/// error naming the fix, and nothing reaches the model, in plain text or otherwise.
+#[test]
+fn an_https_upstream_no_trusted_ca_signed_is_one_clear_error_and_never_plain_text() {
+    let model = model();
+    let (ca, _) = test_ca("sandcastle test CA");
+    let (_, other_pem) = test_ca("another test CA");
+    let front = https_front(&model, &ca);
+    let dir = tempfile::tempdir().unwrap();
+    for (roots, fix) in [
+        (cert_file(dir.path(), &other_pem), "SSL_CERT_FILE ("),
+        (system_roots(), "set SSL_CERT_FILE to a PEM file"),
+    ] {
+        let upstream = Upstream::new(
+            Some(front.clone()),
+            Credential::ApiKey(REAL_KEY.into()),
+            roots,
+        )
+        .unwrap();
+        let policy = Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+        };
+        let proxy = Proxy::start(upstream, policy).unwrap();
+        let work = proxy.open("issue #1", Budget::default()).unwrap();
+        let (status, body) = ask(&relay_to(&work), Some(&placeholder(&work)), false);
+        assert_eq!(status, 502, "{body}");
+        let message = serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("invalid peer certificate") && message.contains(fix),
+            "{message}"
+        );
+        assert!(
+            !message.contains('\n') && !message.contains(REAL_KEY),
+            "{message}"
+        );
+    }
+    assert!(model.routes().is_empty(), "{:?}", model.routes());
 }
