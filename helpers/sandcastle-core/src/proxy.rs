@@ -53,6 +53,10 @@ use tokio::sync::{Semaphore, mpsc};
 pub const SOCKET_DIR_IN_SANDBOX: &str = "/run/sandcastle";
 /// The socket's name in its directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
+/// The forge's address in a sandbox (`tea`'s login): a name that never resolves (`.invalid`, RFC
+/// 2606) and is not loopback, so clients send it to their `HTTP_PROXY`, the relay, and the proxy
+/// sends it on to the forge the run uses, wherever that is (the host's own loopback included).
+pub const FORGE_IN_SANDBOX: &str = "http://forge.sandcastle.invalid";
 /// The Anthropic API, when the operator sets no `ANTHROPIC_BASE_URL`.
 const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
 /// The largest request body a sandbox may send (a long conversation with images is a few MiB);
@@ -174,6 +178,7 @@ pub struct Proxy {
     upstream: Arc<Upstream>,
     run: Arc<RunMeter>,
     egress: Arc<Vec<Egress>>,
+    forge: Option<Arc<str>>,
     blocked: Arc<Blocked>,
 }
 
@@ -181,8 +186,11 @@ pub struct Proxy {
 pub struct Policy {
     /// `[budget] maxCostPerRun`.
     pub max_cost_per_run: Option<f64>,
-    /// `[sandbox] egress`, and the forge when sandboxes have a login of their own.
+    /// `[sandbox] egress`.
     pub egress: Vec<Egress>,
+    /// The forge's URL (no trailing `/`) that [`FORGE_IN_SANDBOX`] stands for, when sandboxes
+    /// have a forge login of their own; nothing answers under that name otherwise.
+    pub forge: Option<String>,
 }
 
 /// What the whole run has spent and holds through the proxy, against `[budget] maxCostPerRun`.
@@ -216,6 +224,7 @@ impl Proxy {
                 ledger: Mutex::default(),
             }),
             egress: Arc::new(policy.egress),
+            forge: policy.forge.map(Arc::from),
             blocked: Arc::default(),
         })
     }
@@ -261,6 +270,7 @@ impl Proxy {
             meter: Mutex::default(),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             egress: Arc::clone(&self.egress),
+            forge: self.forge.clone(),
             blocked: Arc::clone(&self.blocked),
         });
         let task = {
@@ -355,6 +365,8 @@ struct Work {
     /// One permit per connection served, [`MAX_CONNECTIONS`] in all.
     connections: Arc<Semaphore>,
     egress: Arc<Vec<Egress>>,
+    /// What [`FORGE_IN_SANDBOX`] stands for.
+    forge: Option<Arc<str>>,
     blocked: Arc<Blocked>,
 }
 
@@ -626,6 +638,9 @@ enum Target {
     Model,
     /// The URL the request names (an allowed host of `[sandbox] egress`), as the sandbox sent it.
     Web,
+    /// The run's forge, for a request to [`FORGE_IN_SANDBOX`]: its path and query on the forge's
+    /// URL, headers as the sandbox sent them (the agent's own read-only login).
+    Forge,
 }
 
 /// Headers that describe one hop, or that the proxy sets itself (on the model's way, the
@@ -664,6 +679,7 @@ async fn forward(
     let uri = match target {
         Target::Model => format!("{}{path}", work.upstream.base),
         Target::Web => parts.uri.to_string(),
+        Target::Forge => format!("{}{path}", work.forge.as_deref().context("no forge")?),
     };
     let mut outgoing = http::Request::builder()
         .method(parts.method.clone())

@@ -3,12 +3,12 @@ use crate::handlers::Handlers;
 use crate::prompts;
 use crate::report::Report;
 use anyhow::{Context as _, Result, bail};
-use sandcastle_config::{Config, ConfigError, Egress};
+use sandcastle_config::{Config, ConfigError};
 use sandcastle_core::forge::Forge;
 use sandcastle_core::git::{self, Credentials};
 use sandcastle_core::plan::PlanMemo;
 use sandcastle_core::progress::Progress;
-use sandcastle_core::proxy::{Credential, Policy, Proxy, Upstream};
+use sandcastle_core::proxy::{Credential, FORGE_IN_SANDBOX, Policy, Proxy, Upstream};
 use sandcastle_core::sandbox::{self, TeaLogin};
 use sandcastle_core::secrets::{EnvFile, Redactor};
 use sandcastle_core::tls::Roots;
@@ -180,16 +180,14 @@ impl Context {
                 Err(e) => redacted(e),
             }
         })?;
-        let mut egress = settings.config.sandbox.egress.clone();
-        // `tea` reads the forge with the sandboxes' own login.
-        if agent_login.is_some() {
-            egress.extend(forge_egress(&settings.config.forge_url));
-        }
+        // `tea` reads the forge with the sandboxes' own login, as `proxy::FORGE_IN_SANDBOX`.
+        let forge_url = settings.config.forge_url.trim_end_matches('/').to_string();
         let proxy = Proxy::start(
             upstream,
             Policy {
                 max_cost_per_run: settings.config.budget.max_cost_per_run,
-                egress,
+                egress: settings.config.sandbox.egress.clone(),
+                forge: agent_login.is_some().then_some(forge_url),
             },
         )?;
         let progress = Progress::new(redactor.clone());
@@ -297,24 +295,11 @@ impl Context {
     /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.
     pub fn tea_login(&self) -> Option<TeaLogin<'_>> {
         self.agent_login.as_ref().map(|login| TeaLogin {
-            url: &self.config.forge_url,
+            url: FORGE_IN_SANDBOX,
             user: &login.user,
             token: &login.token,
         })
     }
-}
-
-/// The forge's host and port as an egress entry.
-fn forge_egress(forge_url: &str) -> Option<Egress> {
-    let uri: http::Uri = forge_url.parse().ok()?;
-    let port = uri
-        .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") {
-            443
-        } else {
-            80
-        });
-    Egress::parse(&format!("{}:{port}", uri.host()?))
 }
 
 /// `20261202T130405Z-1234`: sortable, unique per process, valid in docker names and labels.

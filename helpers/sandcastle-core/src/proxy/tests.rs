@@ -23,6 +23,7 @@ fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
         Policy {
             max_cost_per_run: None,
             egress: Vec::new(),
+            forge: None,
         },
     )
     .unwrap()
@@ -138,6 +139,7 @@ fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
         Policy {
             max_cost_per_run: None,
             egress: Vec::new(),
+            forge: None,
         },
     )
     .unwrap();
@@ -230,6 +232,7 @@ fn a_spent_run_budget_refuses_every_work() {
         Policy {
             max_cost_per_run: Some(0.000001),
             egress: Vec::new(),
+            forge: None,
         },
     )
     .unwrap();
@@ -252,6 +255,7 @@ fn proxy_with_egress(model: &FakeAnthropic, egress: &[&str]) -> Proxy {
         Policy {
             max_cost_per_run: None,
             egress: egress.iter().map(|e| Egress::parse(e).unwrap()).collect(),
+            forge: None,
         },
     )
     .unwrap()
@@ -781,6 +785,7 @@ fn an_https_upstream_signed_by_the_cert_files_ca_is_reached() {
     let policy = Policy {
         max_cost_per_run: None,
         egress: Vec::new(),
+        forge: None,
     };
     let proxy = Proxy::start(upstream, policy).unwrap();
     let work = proxy.open("issue #1", Budget::default()).unwrap();
@@ -817,6 +822,7 @@ fn an_https_upstream_no_trusted_ca_signed_is_one_clear_error_and_never_plain_tex
         let policy = Policy {
             max_cost_per_run: None,
             egress: Vec::new(),
+            forge: None,
         };
         let proxy = Proxy::start(upstream, policy).unwrap();
         let work = proxy.open("issue #1", Budget::default()).unwrap();
@@ -836,4 +842,113 @@ fn an_https_upstream_no_trusted_ca_signed_is_one_clear_error_and_never_plain_tex
         );
     }
     assert!(model.routes().is_empty(), "{:?}", model.routes());
+}
+
+/// A request through the relay as a client with `HTTP_PROXY` sends it: absolute-form, with the
+/// proxy URL's user and password and `authorization` as given; the status and the body.
+fn through_proxy(
+    base: &str,
+    method: &str,
+    url: &str,
+    proxy_key: &str,
+    authorization: &str,
+) -> (u16, String) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("sandcastle:{proxy_key}"));
+    let host = url.split('/').nth(2).unwrap_or("");
+    write!(
+        stream,
+        "{method} {url} HTTP/1.1\r\nhost: {host}\r\nproxy-authorization: Basic {auth}\r\n\
+         authorization: {authorization}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// The forge's name in sandboxes reaches the run's forge (here on the host's loopback) with the
+/// agent's own login, path and query kept; under that name nothing else is reached (another port,
+/// a tunnel, or a run whose sandboxes have no forge login), and each refusal is listed.
+#[test]
+fn the_forges_name_in_sandboxes_reaches_only_the_runs_forge() {
+    let forge = fake_forge::FakeForge::start();
+    forge.create_repo("alice", "demo", "main").unwrap();
+    forge.add_user("alice");
+    let reader = forge.add_user_with_scopes("reader-bot", &["read:issue", "read:repository"]);
+    forge
+        .create_issue("alice/demo", "alice", "Reachable from the sandbox", "", &[])
+        .unwrap();
+    let model = model();
+    let open = |forge_url: Option<String>| {
+        let upstream = Upstream::new(
+            Some(model.url()),
+            Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
+        )
+        .unwrap();
+        let policy = Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+            forge: forge_url,
+        };
+        Proxy::start(upstream, policy).unwrap()
+    };
+    let issues = format!("{FORGE_IN_SANDBOX}/api/v1/repos/alice/demo/issues?state=open");
+    let login = format!("token {reader}");
+
+    let proxy = open(Some(forge.url().to_string()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let (status, body) = through_proxy(&base, "GET", &issues, &key, &login);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Reachable from the sandbox"), "{body}");
+    assert_eq!(forge.received("GET /repos/alice/demo/issues"), 1);
+
+    let (status, _) = through_proxy(&base, "GET", &issues, "another works key", &login);
+    assert_eq!(status, 407);
+    let elsewhere = issues.replace(".invalid/", ".invalid:8080/");
+    let (status, body) = through_proxy(&base, "GET", &elsewhere, &key, &login);
+    assert_eq!(status, 403, "{body}");
+    let (head, _) = connect(&base, "forge.sandcastle.invalid:443", &key);
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let listed: Vec<(String, u16)> = proxy
+        .blocked("issue #1")
+        .listed
+        .into_iter()
+        .map(|b| (b.host, b.port))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("forge.sandcastle.invalid".to_string(), 443),
+            ("forge.sandcastle.invalid".to_string(), 8080)
+        ]
+    );
+
+    let without_login = open(None);
+    let work = without_login.open("issue #1", Budget::default()).unwrap();
+    let (status, body) = through_proxy(
+        &relay_to(&work),
+        "GET",
+        &issues,
+        &placeholder(&work),
+        &login,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("FORGEJO_AGENT_TOKEN"), "{body}");
+    assert_eq!(
+        forge.received("GET /repos/alice/demo/issues"),
+        1,
+        "nothing more reached the forge"
+    );
 }

@@ -458,3 +458,63 @@ fn a_remote_engine_is_refused_in_one_line() {
         "{said}"
     );
 }
+
+/// The forge on the host's own 127.0.0.1 (the test's), sandboxes on the default `network =
+/// "none"`: a client in the sandbox reaches it through its `HTTP_PROXY` under tea's login URL
+/// (`forge.sandcastle.invalid`), git over smart HTTP and the issues API with tea's read-only
+/// token, as `tea` (Go's `net/http`, which never proxies loopback) sends a request to a proxy.
+/// The image has no `tea`: bash plays its HTTP part with the same URL, token and proxy.
+#[test]
+fn a_forge_on_the_hosts_loopback_is_reached_from_a_sandbox_without_a_network() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let reach = r#"tea=/home/agent/.config/tea/config.yml
+url=$(sed -n 's/^ *url: *//p' $tea | tr -d '"'); token=$(sed -n 's/^ *token: *//p' $tea | tr -d '"')
+{ echo "url $url"; git ls-remote "$url/alice/demo.git"; echo "exit $?"; } > git.txt 2>&1
+b64() { local s=$1 t=ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/ o= i a b c n
+  for ((i = 0; i < ${#s}; i += 3)); do
+    a=$(printf %d "'${s:i:1}"); b=0; c=0
+    [ -n "${s:i+1:1}" ] && b=$(printf %d "'${s:i+1:1}"); [ -n "${s:i+2:1}" ] && c=$(printf %d "'${s:i+2:1}")
+    n=$(( (a << 16) | (b << 8) | c )); o+=${t:$((n >> 18 & 63)):1}${t:$((n >> 12 & 63)):1}
+    if [ -n "${s:i+1:1}" ]; then o+=${t:$((n >> 6 & 63)):1}; else o+==; fi
+    if [ -n "${s:i+2:1}" ]; then o+=${t:$((n & 63)):1}; else o+==; fi
+  done; printf %s "$o"; }
+proxy=${HTTP_PROXY#http://}; relay=${proxy#*@}
+exec 3<>/dev/tcp/${relay%:*}/${relay##*:}
+printf 'GET %s/api/v1/repos/alice/demo/issues?state=open HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\nAuthorization: token %s\r\nConnection: close\r\n\r\n' \
+  "$url" "${url#http://}" "$(b64 "${proxy%@*}")" "$token" >&3
+cat <&3 > issues.txt
+git add git.txt issues.txt && git commit -qm 'What the forge said'"#;
+    let h = one_issue(
+        json!([{"bash": reach, "description": "reach the forge"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    let reader = h.forge.add_user_with_scopes(
+        "reader-bot",
+        &["read:issue", "read:repository", "read:user"],
+    );
+    h.write_env_with(&h.token, &format!("FORGEJO_AGENT_TOKEN={reader}\n"));
+    assert!(h.forge.url().starts_with("http://127.0.0.1:"));
+
+    let output = h.sandcastle(&["run", "--issue", "1"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let git = h.remote_file("sandcastle/issue-1", "git.txt");
+    assert!(
+        git.starts_with("url http://forge.sandcastle.invalid\n")
+            && git.contains("refs/heads/main")
+            && git.contains("exit 0"),
+        "{git}"
+    );
+    let issues = h.remote_file("sandcastle/issue-1", "issues.txt");
+    assert!(issues.starts_with("HTTP/1.1 200"), "{issues}");
+    assert!(issues.contains("\"title\":\"The work\""), "{issues}");
+    let report = h.last_report();
+    let blocked = &report["work"][0]["blockedRequests"];
+    assert!(blocked.as_array().is_none_or(Vec::is_empty), "{report}");
+}
