@@ -104,26 +104,67 @@ fn another_works_key_or_none_is_refused_before_the_model_hears_of_it() {
     assert!(model.requests().is_empty());
 }
 
+/// What `credential` sent the model for one request of the sandbox's, which carries the
+/// placeholder key and a beta of Claude Code's own: each header as `name: value`.
+fn sent_for(credential: Credential) -> Vec<String> {
+    let model = model();
+    let proxy = proxy_to(&model, credential);
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let body = json!({
+        "model": "claude-test", "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]
+    });
+    let response = agent
+        .post(format!("{base}/v1/messages"))
+        .header("x-api-key", placeholder(&work))
+        .header("anthropic-beta", "claude-code-20250219")
+        .send_json(body)
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    model.auth_headers()
+}
+
+/// `ANTHROPIC_API_KEY` goes as `x-api-key`, and nothing else of a credential.
 #[test]
-fn each_credential_goes_in_its_own_header() {
-    for (credential, sent) in [
-        (
-            Credential::AuthToken("tok-auth-123456".into()),
-            "Bearer tok-auth-123456",
-        ),
-        (
-            Credential::OAuth("tok-oauth-123456".into()),
-            "Bearer tok-oauth-123456",
-        ),
-    ] {
-        let model = model();
-        let proxy = proxy_to(&model, credential);
-        let work = proxy.open("issue #1", Budget::default()).unwrap();
-        let base = relay_to(&work);
-        let (status, body) = ask(&base, Some(&placeholder(&work)), false);
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(model.credentials(), [sent.to_string()]);
-    }
+fn an_api_key_goes_as_x_api_key() {
+    assert_eq!(
+        sent_for(Credential::ApiKey(REAL_KEY.into())),
+        [
+            "anthropic-beta: claude-code-20250219".to_string(),
+            format!("x-api-key: {REAL_KEY}")
+        ]
+    );
+}
+
+/// `ANTHROPIC_AUTH_TOKEN` goes as `Authorization: Bearer`, with no OAuth beta.
+#[test]
+fn an_auth_token_goes_as_a_bearer() {
+    assert_eq!(
+        sent_for(Credential::AuthToken("tok-auth-123456".into())),
+        [
+            "anthropic-beta: claude-code-20250219",
+            "authorization: Bearer tok-auth-123456"
+        ]
+    );
+}
+
+/// `CLAUDE_CODE_OAUTH_TOKEN` goes as `Authorization: Bearer` with the OAuth beta Claude Code
+/// itself adds (`oauth-2025-04-20`), after the request's own betas.
+#[test]
+fn an_oauth_token_goes_as_a_bearer_with_the_oauth_beta() {
+    assert_eq!(
+        sent_for(Credential::OAuth("tok-oauth-123456".into())),
+        [
+            "anthropic-beta: claude-code-20250219,oauth-2025-04-20",
+            "authorization: Bearer tok-oauth-123456"
+        ]
+    );
 }
 
 #[test]

@@ -54,16 +54,40 @@ fn container_holds_key(id: &str) -> String {
 /// it, the agent's model calls succeed, and the model server got the real key from the proxy.
 #[test]
 fn the_model_key_never_enters_a_sandbox() {
-    key_stays_out("");
+    key_stays_out("", Credential::ApiKey);
+}
+
+/// The same with `ANTHROPIC_AUTH_TOKEN`, which reaches the model as `Authorization: Bearer`.
+#[test]
+fn an_auth_token_never_enters_a_sandbox_and_reaches_the_model_as_a_bearer() {
+    key_stays_out("", Credential::AuthToken);
+}
+
+/// The same with `CLAUDE_CODE_OAUTH_TOKEN`: `Authorization: Bearer` and the OAuth beta on every
+/// request.
+#[test]
+fn an_oauth_token_never_enters_a_sandbox_and_reaches_the_model_as_a_bearer_with_its_beta() {
+    key_stays_out("", Credential::OAuth);
 }
 
 /// The same on the host's network, the opt-out: direct network access, and still no key.
 #[test]
 fn the_model_key_never_enters_a_sandbox_on_the_hosts_network() {
-    key_stays_out("[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n");
+    key_stays_out(
+        "[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
+        Credential::ApiKey,
+    );
 }
 
-fn key_stays_out(config: &str) {
+/// The operator's model credential variable a test's `.env` sets to [`KEY`].
+#[derive(Clone, Copy, PartialEq)]
+enum Credential {
+    ApiKey,
+    AuthToken,
+    OAuth,
+}
+
+fn key_stays_out(config: &str, credential: Credential) {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
@@ -78,6 +102,18 @@ fn key_stays_out(config: &str) {
         json!([{"bash": look, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
         config,
     );
+    let variable = match credential {
+        Credential::ApiKey => "ANTHROPIC_API_KEY",
+        Credential::AuthToken => "ANTHROPIC_AUTH_TOKEN",
+        Credential::OAuth => "CLAUDE_CODE_OAUTH_TOKEN",
+    };
+    let env = h.project().join(".sandcastle/.env");
+    let text = std::fs::read_to_string(&env).unwrap();
+    let text = text.replace(
+        &format!("ANTHROPIC_API_KEY={KEY}"),
+        &format!("{variable}={KEY}"),
+    );
+    std::fs::write(&env, text).unwrap();
 
     let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/looked");
     let containers = h.containers();
@@ -97,7 +133,21 @@ fn key_stays_out(config: &str) {
         "Claude Code is pointed at the relay with a placeholder:\n{seen}"
     );
     assert!(!h.anthropic.requests().is_empty());
-    assert_eq!(h.anthropic.credentials(), [KEY.to_string()]);
+    let sent = h.anthropic.auth_headers();
+    let (credentials, betas): (Vec<&String>, Vec<&String>) = sent
+        .iter()
+        .partition(|h| !h.starts_with("anthropic-beta: "));
+    let expected = match credential {
+        Credential::ApiKey => format!("x-api-key: {KEY}"),
+        Credential::AuthToken | Credential::OAuth => format!("authorization: Bearer {KEY}"),
+    };
+    assert_eq!(credentials, [&expected], "{sent:?}");
+    let oauth = |beta: &&String| beta.split([' ', ',']).any(|b| b == "oauth-2025-04-20");
+    if credential == Credential::OAuth {
+        assert!(!betas.is_empty() && betas.iter().all(oauth), "{sent:?}");
+    } else {
+        assert!(!betas.iter().any(oauth), "{sent:?}");
+    }
     assert_eq!(h.pulls().len(), 1, "the work published");
 }
 
