@@ -86,9 +86,15 @@ pub enum Credential {
     OAuth(String),
 }
 
+/// The variables a [`Credential`] is read from, the one that wins first.
+pub const CREDENTIAL_KEYS: [&str; 3] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+
 impl Credential {
-    /// The first of `ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN` and `CLAUDE_CODE_OAUTH_TOKEN` that
-    /// `get` finds set.
+    /// The first of [`CREDENTIAL_KEYS`] that `get` finds set.
     pub fn from(get: impl Fn(&str) -> Option<String>) -> Result<Credential> {
         if let Some(key) = get("ANTHROPIC_API_KEY") {
             return Ok(Credential::ApiKey(key));
@@ -102,6 +108,17 @@ impl Credential {
         bail!(
             "none of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN is set: add one to .sandcastle/.env"
         )
+    }
+
+    /// The variable it came from and how it is sent; never its value.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Credential::ApiKey(_) => "ANTHROPIC_API_KEY, sent as x-api-key",
+            Credential::AuthToken(_) => "ANTHROPIC_AUTH_TOKEN, sent as Authorization: Bearer",
+            Credential::OAuth(_) => {
+                "CLAUDE_CODE_OAUTH_TOKEN, sent as Authorization: Bearer with anthropic-beta: oauth-2025-04-20"
+            }
+        }
     }
 
     fn apply(&self, headers: &mut http::HeaderMap) -> Result<()> {
@@ -169,6 +186,28 @@ impl Upstream {
             agent,
             roots,
         })
+    }
+}
+
+impl Upstream {
+    /// The credential's kind, where it goes (scheme, host and port only) and, over HTTPS, the
+    /// roots its certificate is checked against; for `doctor`.
+    pub fn describe(&self) -> String {
+        let scheme = self.base.split_once("://").map_or("http", |(s, _)| s);
+        let checked = if scheme == "https" {
+            format!(
+                ", its certificate checked against {}",
+                self.roots.describe()
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{} to {scheme}://{}:{}{checked}",
+            self.credential.describe(),
+            self.host,
+            self.port
+        )
     }
 }
 

@@ -57,6 +57,15 @@ impl Roots {
         TlsConfig::builder().root_certs(self.certs.clone()).build()
     }
 
+    /// Which roots these are, for `doctor`.
+    pub fn describe(&self) -> String {
+        match &self.source {
+            Source::CertFile(path) => format!("SSL_CERT_FILE ({path})"),
+            Source::System => "the system's CAs".into(),
+            Source::Mozilla => "Mozilla's CAs (the system has none)".into(),
+        }
+    }
+
     /// What to do about a certificate these roots do not trust.
     pub fn fix(&self) -> String {
         match &self.source {

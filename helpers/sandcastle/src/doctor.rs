@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 use sandcastle_core::claims;
 use sandcastle_core::forge::{Forge, LIFECYCLE_LABELS};
 use sandcastle_core::git::Credentials;
+use sandcastle_core::proxy::CREDENTIAL_KEYS;
 use sandcastle_core::sandbox;
 use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
@@ -96,6 +97,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     let config = &settings.config;
     let creds = report.line("secrets", secrets(&settings));
     let creds = creds.and(settings.credentials().ok());
+    report.line("model", model(&settings));
     report.line("host", host_programs());
     report.line("questions", question_handlers(project, &config.questions));
     check_image(&mut report, &settings);
@@ -152,6 +154,26 @@ fn secrets(settings: &Settings) -> Result<String> {
         passed.join(", "),
         redacted.join(", ")
     ))
+}
+
+/// Which model credential the proxy sends, how and where (never its value), and the credential
+/// variables set but not used.
+fn model(settings: &Settings) -> Result<String> {
+    let upstream = settings.upstream()?;
+    let unused: Vec<&str> = CREDENTIAL_KEYS
+        .into_iter()
+        .filter(|key| settings.env.get(key).is_some())
+        .skip(1)
+        .collect();
+    let mut said = upstream.describe();
+    if !unused.is_empty() {
+        said += &format!(
+            "; {} also set, unused: the first of {} wins",
+            unused.join(" and "),
+            CREDENTIAL_KEYS.join(", ")
+        );
+    }
+    Ok(said)
 }
 
 /// The Docker engine and the image; when both are there, the sandboxes' network and the programs

@@ -568,3 +568,49 @@ git add git.txt issues.txt && git commit -qm 'What the forge said'"#;
     let blocked = &report["work"][0]["blockedRequests"];
     assert!(blocked.as_array().is_none_or(Vec::is_empty), "{report}");
 }
+
+/// `doctor` says which credential the proxy sends and how, and names the others set as unused,
+/// never a value; a broken `SSL_CERT_FILE` fails the line, named.
+#[test]
+fn doctor_says_which_credential_is_sent_and_never_its_value() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = one_issue(json!([{"text": "unused"}]), "");
+    let oauth = "sk-ant-oat01-e2e-oauth-token";
+    h.write_env_with(&h.token, &format!("CLAUDE_CODE_OAUTH_TOKEN={oauth}\n"));
+
+    let doctor = h.sandcastle(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let model = said.lines().find(|l| l.contains(" model ")).unwrap_or("");
+    assert!(
+        model.starts_with("ok")
+            && model.contains("ANTHROPIC_API_KEY, sent as x-api-key to http://127.0.0.1:")
+            && model.contains("CLAUDE_CODE_OAUTH_TOKEN also set, unused"),
+        "{said}"
+    );
+    assert!(!said.contains(KEY) && !said.contains(oauth), "{said}");
+
+    let env = h.project().join(".sandcastle/.env");
+    let text = std::fs::read_to_string(&env).unwrap();
+    std::fs::write(
+        &env,
+        text.replace(&format!("ANTHROPIC_API_KEY={KEY}\n"), ""),
+    )
+    .unwrap();
+    let missing = h.project().join("no-such-ca.pem");
+    let doctor = h
+        .command(&["doctor"])
+        .env("SSL_CERT_FILE", &missing)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let model = said.lines().find(|l| l.contains(" model ")).unwrap_or("");
+    assert!(
+        model.starts_with("FAIL")
+            && model.contains("SSL_CERT_FILE")
+            && model.contains("no-such-ca.pem"),
+        "{said}"
+    );
+    assert!(!said.contains(oauth), "{said}");
+}
