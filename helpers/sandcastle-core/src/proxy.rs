@@ -19,7 +19,7 @@
 //! sends nothing for `IDLE` is dropped.
 //!
 //! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
-//! blocking pool, so the proxy shares the client (TLS roots, proxies) the rest of sandcastle uses.
+//! blocking pool, its HTTPS checked against the roots of `tls.rs`.
 mod budget;
 mod egress;
 mod meter;
