@@ -100,14 +100,25 @@ impl Settings {
     /// `SSL_CERT_FILE`, else the system's roots.
     pub fn upstream(&self) -> Result<Upstream> {
         let credential = Credential::from(|key| self.env.get(key))?;
-        let roots = Roots::load(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))?;
-        Upstream::new(self.env.get("ANTHROPIC_BASE_URL"), credential, roots)
+        Upstream::new(
+            self.env.get("ANTHROPIC_BASE_URL"),
+            credential,
+            Self::roots()?,
+        )
+    }
+
+    /// What sandcastle's HTTPS trusts: `SSL_CERT_FILE` of its own environment, else the system's.
+    pub fn roots() -> Result<Roots> {
+        Roots::load(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
     }
 
     /// The forge client of the run: everything it sends is redacted.
-    pub fn forge(&self, creds: &Credentials) -> Forge {
-        Forge::new(&self.config.forge_url, &self.config.repo, &creds.token)
-            .redacting(Redactor::new(&self.env))
+    pub fn forge(&self, creds: &Credentials) -> Result<Forge> {
+        Ok(
+            Forge::new(&self.config.forge_url, &self.config.repo, &creds.token)
+                .redacting(Redactor::new(&self.env))
+                .trusting(&Self::roots()?),
+        )
     }
 
     /// `FORGEJO_AGENT_TOKEN` with the login the forge says it belongs to, or `None` when the project
@@ -139,7 +150,8 @@ impl Settings {
             ));
         }
         let forge = Forge::new(&self.config.forge_url, &self.config.repo, &token)
-            .token_name("FORGEJO_AGENT_TOKEN");
+            .token_name("FORGEJO_AGENT_TOKEN")
+            .trusting(&Self::roots()?);
         let user = forge.current_user()?;
         if user == login {
             return Err(refuse(format!(
@@ -170,7 +182,7 @@ impl Context {
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
         let upstream = settings.upstream()?;
-        let forge = settings.forge(&creds);
+        let forge = settings.forge(&creds)?;
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
         let login = forge.current_user().map_err(redacted)?;

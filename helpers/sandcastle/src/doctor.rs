@@ -224,7 +224,13 @@ fn agent_programs(settings: &Settings) -> Result<String> {
 /// The forge and the repository; when they answer, the tokens, the claims and the labels.
 fn check_forge(report: &mut Report, settings: &Settings, creds: &Credentials) {
     let config = &settings.config;
-    let forge = settings.forge(creds);
+    let forge = match settings.forge(creds) {
+        Ok(forge) => forge,
+        Err(error) => {
+            report.line("forge", Err(error));
+            return;
+        }
+    };
     let reached = report.line(
         "forge",
         forge.default_branch().map(|branch| {

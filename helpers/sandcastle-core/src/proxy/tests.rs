@@ -1,6 +1,7 @@
 //! The proxy with the relay in front of it, against the scripted Messages API: what a sandbox's
 //! Claude Code sends, over TCP to the relay and on through the work's socket.
 use super::*;
+use crate::tls::testing::{https_front, test_ca};
 use fake_anthropic::{FakeAnthropic, Scenario};
 use sandcastle_config::Egress;
 use serde_json::json;
@@ -708,99 +709,6 @@ fn an_answer_the_sandbox_never_reads_is_still_metered() {
     drop(stream);
 }
 
-/// A certificate authority made for one test, and its PEM.
-fn test_ca(name: &str) -> (rcgen::CertifiedIssuer<'static, rcgen::KeyPair>, String) {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca =
-        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap();
-    let pem = ca.pem();
-    (ca, pem)
-}
-
-/// An HTTPS front for `model` on 127.0.0.1 with a certificate for `127.0.0.1` that `ca` signed:
-/// each connection's request goes to the model whole, its answer back. The front's URL.
-fn https_front(model: &FakeAnthropic, ca: &rcgen::CertifiedIssuer<'_, rcgen::KeyPair>) -> String {
-    use std::io::{Read, Write};
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, ca)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
-        )
-        .unwrap();
-    let config = Arc::new(config);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let plain = format!("127.0.0.1:{}", model.port());
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let (config, plain) = (Arc::clone(&config), plain.clone());
-            std::thread::spawn(move || {
-                let connection = rustls::ServerConnection::new(config).unwrap();
-                let mut tls = rustls::StreamOwned::new(connection, client);
-                let Some(request) = one_request(&mut tls) else {
-                    return;
-                };
-                let mut model = std::net::TcpStream::connect(plain).unwrap();
-                model.write_all(&request).unwrap();
-                let mut answer = Vec::new();
-                model.read_to_end(&mut answer).unwrap();
-                tls.write_all(&answer).unwrap();
-                tls.conn.send_close_notify();
-                let _ = tls.flush();
-            });
-        }
-    });
-    url
-}
-
-/// One HTTP/1.1 request read whole (head and `content-length` body), made to close its
-/// connection after the answer; `None` when the client gave up (a refused handshake).
-fn one_request(stream: &mut impl std::io::Read) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut chunk).ok().filter(|n| *n > 0)?;
-        bytes.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&bytes[..head_end]).into_owned();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    while bytes.len() < head_end + length {
-        let n = stream.read(&mut chunk).ok().filter(|n| *n > 0)?;
-        bytes.extend_from_slice(&chunk[..n]);
-    }
-    let lines: Vec<&str> = head
-        .trim_end()
-        .lines()
-        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
-        .collect();
-    let mut request = format!("{}\r\nconnection: close\r\n\r\n", lines.join("\r\n")).into_bytes();
-    request.extend_from_slice(&bytes[head_end..]);
-    Some(request)
-}
-
 /// A PEM file holding `pem`, as the operator's `SSL_CERT_FILE`.
 fn cert_file(dir: &Path, pem: &str) -> Roots {
     let path = dir.join("ca.pem");
@@ -815,7 +723,7 @@ fn cert_file(dir: &Path, pem: &str) -> Roots {
 fn an_https_upstream_signed_by_the_cert_files_ca_is_reached() {
     let model = model();
     let (ca, pem) = test_ca("sandcastle test CA");
-    let front = https_front(&model, &ca);
+    let front = https_front(model.port(), &ca);
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::new(
         Some(front),
@@ -848,7 +756,7 @@ fn an_https_upstream_no_trusted_ca_signed_is_one_clear_error_and_never_plain_tex
     let model = model();
     let (ca, _) = test_ca("sandcastle test CA");
     let (_, other_pem) = test_ca("another test CA");
-    let front = https_front(&model, &ca);
+    let front = https_front(model.port(), &ca);
     let dir = tempfile::tempdir().unwrap();
     for (roots, fix) in [
         (cert_file(dir.path(), &other_pem), "SSL_CERT_FILE ("),
