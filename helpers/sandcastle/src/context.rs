@@ -304,6 +304,16 @@ impl Context {
         prompts::render(&self.project, name, &all)
     }
 
+    /// The `origin` of an agent's checkout: the repository under the forge's name in sandboxes
+    /// when `tea` is configured there (tea picks its login for a checkout by the origin's host),
+    /// else the forge's own URL.
+    pub fn sandbox_remote(&self) -> String {
+        match self.agent_login {
+            Some(_) => git::remote_url(FORGE_IN_SANDBOX, &self.config.repo),
+            None => self.remote.clone(),
+        }
+    }
+
     /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.
     pub fn tea_login(&self) -> Option<TeaLogin<'_>> {
         self.agent_login.as_ref().map(|login| TeaLogin {

@@ -148,7 +148,7 @@ impl<'a> WorkSandbox<'a> {
             let sandbox = Sandbox::start(&spec)?;
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
-            checkout::seed(sandbox, self.repo, &ctx.remote)?;
+            checkout::seed(sandbox, self.repo, &ctx.sandbox_remote())?;
         }
         Ok(self.sandbox.as_ref().expect("started above"))
     }

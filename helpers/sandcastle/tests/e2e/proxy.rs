@@ -511,8 +511,9 @@ fn a_remote_engine_is_refused_in_one_line() {
 
 /// The forge on the host's own 127.0.0.1 (the test's), sandboxes on the default `network =
 /// "none"`: a client in the sandbox reaches it through its `HTTP_PROXY` under tea's login URL
-/// (`forge.sandcastle.invalid`), git over smart HTTP and the issues API with tea's read-only
-/// token, as `tea` (Go's `net/http`, which never proxies loopback) sends a request to a proxy.
+/// (`forge.sandcastle.invalid`, the checkout's `origin` too, by whose host tea picks its login),
+/// git over smart HTTP and the issues API with tea's read-only token, as `tea` (Go's `net/http`,
+/// which never proxies loopback) sends a request to a proxy.
 /// The image has no `tea`: bash plays its HTTP part with the same URL, token and proxy.
 #[test]
 fn a_forge_on_the_hosts_loopback_is_reached_from_a_sandbox_without_a_network() {
@@ -521,7 +522,7 @@ fn a_forge_on_the_hosts_loopback_is_reached_from_a_sandbox_without_a_network() {
     };
     let reach = r#"tea=/home/agent/.config/tea/config.yml
 url=$(sed -n 's/^ *url: *//p' $tea | tr -d '"'); token=$(sed -n 's/^ *token: *//p' $tea | tr -d '"')
-{ echo "url $url"; git ls-remote "$url/alice/demo.git"; echo "exit $?"; } > git.txt 2>&1
+{ echo "url $url"; echo "origin $(git remote get-url origin)"; git ls-remote origin; echo "exit $?"; } > git.txt 2>&1
 b64() { local s=$1 t=ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/ o= i a b c n
   for ((i = 0; i < ${#s}; i += 3)); do
     a=$(printf %d "'${s:i:1}"); b=0; c=0
@@ -556,8 +557,9 @@ git add git.txt issues.txt && git commit -qm 'What the forge said'"#;
 
     let git = h.remote_file("sandcastle/issue-1", "git.txt");
     assert!(
-        git.starts_with("url http://forge.sandcastle.invalid\n")
-            && git.contains("refs/heads/main")
+        git.starts_with(
+            "url http://forge.sandcastle.invalid\norigin http://forge.sandcastle.invalid/alice/demo.git\n"
+        ) && git.contains("refs/heads/main")
             && git.contains("exit 0"),
         "{git}"
     );
