@@ -158,7 +158,11 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
         .trim_end_matches(']')
         .to_string();
     let port = uri.port_u16().unwrap_or(default_port);
-    if FORGE_IN_SANDBOX.strip_prefix("http://") == Some(host.as_str()) {
+    // Host names are case-insensitive: no spelling of the name reaches anything else.
+    if FORGE_IN_SANDBOX
+        .strip_prefix("http://")
+        .is_some_and(|name| name.eq_ignore_ascii_case(&host))
+    {
         return to_forge(work, request, port).await;
     }
     let allowed = (connect || plain) && work.egress.iter().any(|rule| rule.allows(&host, port));

@@ -861,7 +861,10 @@ fn the_forges_name_in_sandboxes_reaches_only_the_runs_forge() {
     let (status, body) = through_proxy(&base, "GET", &issues, &key, &login);
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("Reachable from the sandbox"), "{body}");
-    assert_eq!(forge.received("GET /repos/alice/demo/issues"), 1);
+    let shouted = issues.replace("forge.sandcastle.invalid", "FORGE.Sandcastle.INVALID");
+    let (status, body) = through_proxy(&base, "GET", &shouted, &key, &login);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(forge.received("GET /repos/alice/demo/issues"), 2);
 
     let (status, _) = through_proxy(&base, "GET", &issues, "another works key", &login);
     assert_eq!(status, 407);
@@ -897,7 +900,7 @@ fn the_forges_name_in_sandboxes_reaches_only_the_runs_forge() {
     assert!(body.contains("FORGEJO_AGENT_TOKEN"), "{body}");
     assert_eq!(
         forge.received("GET /repos/alice/demo/issues"),
-        1,
+        2,
         "nothing more reached the forge"
     );
 }
