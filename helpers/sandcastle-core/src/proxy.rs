@@ -96,13 +96,14 @@ pub const CREDENTIAL_KEYS: [&str; 3] = [
 impl Credential {
     /// The first of [`CREDENTIAL_KEYS`] that `get` finds set.
     pub fn from(get: impl Fn(&str) -> Option<String>) -> Result<Credential> {
-        if let Some(key) = get("ANTHROPIC_API_KEY") {
+        let [api_key, auth_token, oauth] = CREDENTIAL_KEYS;
+        if let Some(key) = get(api_key) {
             return Ok(Credential::ApiKey(key));
         }
-        if let Some(token) = get("ANTHROPIC_AUTH_TOKEN") {
+        if let Some(token) = get(auth_token) {
             return Ok(Credential::AuthToken(token));
         }
-        if let Some(token) = get("CLAUDE_CODE_OAUTH_TOKEN") {
+        if let Some(token) = get(oauth) {
             return Ok(Credential::OAuth(token));
         }
         bail!(
@@ -187,9 +188,7 @@ impl Upstream {
             roots,
         })
     }
-}
 
-impl Upstream {
     /// The credential's kind, where it goes (scheme, host and port only) and, over HTTPS, the
     /// roots its certificate is checked against; for `doctor`.
     pub fn describe(&self) -> String {
