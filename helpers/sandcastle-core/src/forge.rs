@@ -972,7 +972,7 @@ mod tests {
     /// trusts those roots, and refused without them (Mozilla's alone).
     #[test]
     fn an_https_forge_is_read_with_the_roots_of_ssl_cert_file() {
-        use crate::tls::testing::{https_front, test_ca};
+        use sandcastle_testkit::tls::{https_front, test_ca};
         let forge = FakeForge::start();
         let token = forge.add_user("alice");
         forge.create_repo("alice", "demo", "trunk").unwrap();

@@ -1,9 +1,9 @@
 //! The proxy with the relay in front of it, against the scripted Messages API: what a sandbox's
 //! Claude Code sends, over TCP to the relay and on through the work's socket.
 use super::*;
-use crate::tls::testing::{https_front, test_ca};
 use fake_anthropic::{FakeAnthropic, Scenario};
 use sandcastle_config::Egress;
+use sandcastle_testkit::tls::{https_front, test_ca};
 use serde_json::json;
 
 const REAL_KEY: &str = "sk-ant-real-operator-key";

@@ -616,3 +616,50 @@ fn doctor_says_which_credential_is_sent_and_never_its_value() {
     );
     assert!(!said.contains(oauth), "{said}");
 }
+
+/// A whole run against an HTTPS `ANTHROPIC_BASE_URL` whose certificate a test CA signed, named by
+/// `SSL_CERT_FILE` in sandcastle's environment: the real Claude Code's requests reach the model
+/// over TLS through the proxy, with the real key, and the work is published.
+#[test]
+fn a_run_reaches_an_https_model_api_trusted_through_ssl_cert_file() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = one_issue(
+        json!([
+            {"bash": "echo hi > hi.txt && git add hi.txt && git commit -qm 'Say hi'", "description": "commit"},
+            {"text": format!("Done. {COMPLETE}")}
+        ]),
+        "",
+    );
+    let (ca, pem) = sandcastle_testkit::tls::test_ca("sandcastle e2e CA");
+    let front = sandcastle_testkit::tls::https_front(h.anthropic.port(), &ca);
+    let ca_file = h.project().join("test-ca.pem");
+    std::fs::write(&ca_file, pem).unwrap();
+    let env = h.project().join(".sandcastle/.env");
+    let text = std::fs::read_to_string(&env).unwrap();
+    let text = text.replace(
+        &format!("ANTHROPIC_BASE_URL={}", h.anthropic.url()),
+        &format!("ANTHROPIC_BASE_URL={front}"),
+    );
+    assert!(
+        text.contains("ANTHROPIC_BASE_URL=https://127.0.0.1:"),
+        "{text}"
+    );
+    std::fs::write(&env, text).unwrap();
+
+    let output = h
+        .command(&["run", "--issue", "1"])
+        .env("SSL_CERT_FILE", &ca_file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!h.anthropic.requests().is_empty());
+    assert_eq!(h.anthropic.credentials(), [KEY.to_string()]);
+    assert_eq!(h.remote_file("sandcastle/issue-1", "hi.txt"), "hi\n");
+    assert_eq!(h.pulls().len(), 1, "the work published");
+}
