@@ -80,7 +80,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("sandbox",   "turnTimeout",          "\"60m\"",                 Same("\"60m\""),                      As::Duration(|c, v| c.sandbox.turn_timeout = v),
         "the longest an agent turn, or one gate step, may run, output or not; it is then stopped and fails with one line saying so"),
     key("sandbox",   "egress",               "[\"index.crates.io\", \"*.example.com:8443\"]", Same("[]"),    As::Egress(|c, v| c.sandbox.egress = v),
-        "the hosts a sandbox may reach through the proxy (`HTTPS_PROXY`/`HTTP_PROXY`); without a port, 443 and 80. The forge is added when sandboxes have a `FORGEJO_AGENT_TOKEN`; the Rust template allows `index.crates.io` and `static.crates.io`. See [egress](network.md#egress)"),
+        "the hosts a sandbox may reach through the proxy (`HTTPS_PROXY`/`HTTP_PROXY`); without a port, 443 and 80. With a `FORGEJO_AGENT_TOKEN`, `tea` reaches the forge as `http://forge.sandcastle.invalid`, whatever this says; the Rust template allows `index.crates.io` and `static.crates.io`. See [egress](network.md#egress)"),
     key("budget",    "maxCostPerIssue",      "5.0",                     Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_issue = Some(v)),
         "what the model proxy metered from the API's own answers: checked before every agent turn (a piece of work that has cost this much stops with one comment, like work given up), and by the proxy before every model request (past it, the request gets an error Claude Code shows, which ends the turn)"),
     key("budget",    "maxCostPerRun",        "50",                      Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_run = Some(v)),

@@ -127,6 +127,17 @@ impl FakeAnthropic {
         credentials.iter().cloned().collect()
     }
 
+    /// Every distinct `x-api-key`, `authorization` and `anthropic-beta` header received, as
+    /// `name: value` (the name in lower case).
+    pub fn auth_headers(&self) -> Vec<String> {
+        let headers = self
+            .state
+            .auth_headers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        headers.iter().cloned().collect()
+    }
+
     /// Every request received, whatever it asked: `"POST /v1/messages?beta=true"`, in arrival order.
     pub fn routes(&self) -> Vec<String> {
         self.state

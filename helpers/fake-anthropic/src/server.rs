@@ -25,6 +25,9 @@ pub struct State {
     /// Every distinct `x-api-key` and `Authorization` value received, for tests to check which
     /// credential reached the server; never logged.
     pub credentials: Mutex<BTreeSet<String>>,
+    /// Every distinct `x-api-key`, `authorization` and `anthropic-beta` header received, as
+    /// `name: value`: which header each credential came in, and the betas beside it.
+    pub auth_headers: Mutex<BTreeSet<String>>,
     /// Every request's method and path (query included), in arrival order.
     pub routes: Mutex<Vec<String>>,
     next_id: AtomicU64,
@@ -37,6 +40,7 @@ impl State {
             records: Mutex::new(Records::default()),
             log_to_stderr,
             credentials: Mutex::new(BTreeSet::new()),
+            auth_headers: Mutex::new(BTreeSet::new()),
             routes: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         }
@@ -75,6 +79,16 @@ fn handle(mut request: Request, state: &State) {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .extend(sent);
+    let auth = ["x-api-key", "authorization", "anthropic-beta"];
+    let auth_headers = request.headers().iter().filter_map(|h| {
+        let name = auth.into_iter().find(|name| h.field.equiv(name))?;
+        Some(format!("{name}: {}", h.value))
+    });
+    state
+        .auth_headers
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .extend(auth_headers);
     state
         .routes
         .lock()

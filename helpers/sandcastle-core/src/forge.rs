@@ -19,6 +19,7 @@ pub use scopes::WriteScope;
 
 use crate::forge_text::Post;
 use crate::secrets::Redactor;
+use crate::tls::Roots;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -204,6 +205,18 @@ fn backoff(attempt: u32, retry_after: Option<u64>) -> Duration {
     wait.min(MAX_BACKOFF)
 }
 
+/// The forge's HTTP client: answers of any status are read, and nothing waits long.
+fn agent(tls: ureq::tls::TlsConfig) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(10)))
+        .timeout_global(Some(Duration::from_secs(60)))
+        .user_agent(concat!("sandcastle/", env!("CARGO_PKG_VERSION")))
+        .tls_config(tls)
+        .build()
+        .into()
+}
+
 /// A number in [0, 1) from std's per-process random hasher keys.
 fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
@@ -216,12 +229,6 @@ impl Forge {
     /// `base_url` like `https://forge.example.dev` or `http://127.0.0.1:3000` (no trailing slash).
     pub fn new(base_url: &str, repo: &str, token: &str) -> Forge {
         let (owner, name) = repo.split_once('/').unwrap_or((repo, ""));
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10)))
-            .timeout_global(Some(Duration::from_secs(60)))
-            .user_agent(concat!("sandcastle/", env!("CARGO_PKG_VERSION")))
-            .build();
         Forge {
             base_url: base_url.trim_end_matches('/').to_string(),
             owner: owner.to_string(),
@@ -229,8 +236,15 @@ impl Forge {
             token: token.to_string(),
             token_name: "FORGEJO_TOKEN",
             redactor: Redactor::default(),
-            agent: config.into(),
+            agent: agent(ureq::tls::TlsConfig::default()),
         }
+    }
+
+    /// The same client, checking an HTTPS forge's certificate against `roots` (the model proxy's:
+    /// `SSL_CERT_FILE` or the system's), not only Mozilla's.
+    pub fn trusting(mut self, roots: &Roots) -> Forge {
+        self.agent = agent(roots.config());
+        self
     }
 
     /// The same client, redacting with `redactor` every string it sends.
@@ -952,6 +966,31 @@ mod tests {
         assert_eq!(client.current_user().unwrap(), "alice");
         assert_eq!(client.default_branch().unwrap(), "trunk");
         assert_conforms(&forge);
+    }
+
+    /// An HTTPS forge whose certificate a CA in `SSL_CERT_FILE` signed is read when the client
+    /// trusts those roots, and refused without them (Mozilla's alone).
+    #[test]
+    fn an_https_forge_is_read_with_the_roots_of_ssl_cert_file() {
+        use sandcastle_testkit::tls::{https_front, test_ca};
+        let forge = FakeForge::start();
+        let token = forge.add_user("alice");
+        forge.create_repo("alice", "demo", "trunk").unwrap();
+        let (ca, pem) = test_ca("sandcastle test CA");
+        let port: u16 = forge.url().rsplit(':').next().unwrap().parse().unwrap();
+        let https = https_front(port, &ca);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, pem).unwrap();
+        let path = path.to_str().unwrap().to_string();
+        let roots = Roots::load(|key| (key == "SSL_CERT_FILE").then(|| path.clone())).unwrap();
+
+        let client = Forge::new(&https, REPO, &token).trusting(&roots);
+        assert_eq!(client.default_branch().unwrap(), "trunk");
+        let error = Forge::new(&https, REPO, &token)
+            .default_branch()
+            .unwrap_err();
+        assert!(format!("{error:#}").contains("certificate"), "{error:#}");
     }
 
     #[test]

@@ -27,5 +27,6 @@ pub mod run_dir;
 pub mod sandbox;
 pub mod secrets;
 pub mod stream;
+pub mod tls;
 pub mod touches;
 pub mod turn;

@@ -19,12 +19,13 @@
 //! sends nothing for `IDLE` is dropped.
 //!
 //! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
-//! blocking pool, so the proxy shares the client (TLS roots, proxies) the rest of sandcastle uses.
+//! blocking pool, its HTTPS checked against the roots of `tls.rs`.
 mod budget;
 mod egress;
 mod meter;
 
 use crate::stream::Usage;
+use crate::tls::Roots;
 use anyhow::{Context as _, Result, bail};
 use budget::{Charge, Ledger, Reservation, Verdict};
 use bytes::Bytes;
@@ -52,6 +53,10 @@ use tokio::sync::{Semaphore, mpsc};
 pub const SOCKET_DIR_IN_SANDBOX: &str = "/run/sandcastle";
 /// The socket's name in its directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
+/// The forge's address in a sandbox (`tea`'s login): a name that never resolves (`.invalid`, RFC
+/// 2606) and is not loopback, so clients send it to their `HTTP_PROXY`, the relay, and the proxy
+/// sends it on to the forge the run uses, wherever that is (the host's own loopback included).
+pub const FORGE_IN_SANDBOX: &str = "http://forge.sandcastle.invalid";
 /// The Anthropic API, when the operator sets no `ANTHROPIC_BASE_URL`.
 const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
 /// The largest request body a sandbox may send (a long conversation with images is a few MiB);
@@ -81,22 +86,40 @@ pub enum Credential {
     OAuth(String),
 }
 
+/// The variables a [`Credential`] is read from, the one that wins first.
+pub const CREDENTIAL_KEYS: [&str; 3] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+
 impl Credential {
-    /// The first of `ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN` and `CLAUDE_CODE_OAUTH_TOKEN` that
-    /// `get` finds set.
+    /// The first of [`CREDENTIAL_KEYS`] that `get` finds set.
     pub fn from(get: impl Fn(&str) -> Option<String>) -> Result<Credential> {
-        if let Some(key) = get("ANTHROPIC_API_KEY") {
+        let [api_key, auth_token, oauth] = CREDENTIAL_KEYS;
+        if let Some(key) = get(api_key) {
             return Ok(Credential::ApiKey(key));
         }
-        if let Some(token) = get("ANTHROPIC_AUTH_TOKEN") {
+        if let Some(token) = get(auth_token) {
             return Ok(Credential::AuthToken(token));
         }
-        if let Some(token) = get("CLAUDE_CODE_OAUTH_TOKEN") {
+        if let Some(token) = get(oauth) {
             return Ok(Credential::OAuth(token));
         }
         bail!(
             "none of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN is set: add one to .sandcastle/.env"
         )
+    }
+
+    /// The variable it came from and how it is sent; never its value.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Credential::ApiKey(_) => "ANTHROPIC_API_KEY, sent as x-api-key",
+            Credential::AuthToken(_) => "ANTHROPIC_AUTH_TOKEN, sent as Authorization: Bearer",
+            Credential::OAuth(_) => {
+                "CLAUDE_CODE_OAUTH_TOKEN, sent as Authorization: Bearer with anthropic-beta: oauth-2025-04-20"
+            }
+        }
     }
 
     fn apply(&self, headers: &mut http::HeaderMap) -> Result<()> {
@@ -131,11 +154,14 @@ pub struct Upstream {
     port: u16,
     credential: Credential,
     agent: ureq::Agent,
+    /// The roots its HTTPS is checked against (`tls.rs`), for an error naming the fix.
+    roots: Roots,
 }
 
 impl Upstream {
-    /// `base` is the operator's `ANTHROPIC_BASE_URL` (default the Anthropic API).
-    pub fn new(base: Option<String>, credential: Credential) -> Result<Upstream> {
+    /// `base` is the operator's `ANTHROPIC_BASE_URL` (default the Anthropic API); over HTTPS its
+    /// certificate must be signed by one of `roots`.
+    pub fn new(base: Option<String>, credential: Credential, roots: Roots) -> Result<Upstream> {
         let base = base.unwrap_or_else(|| DEFAULT_UPSTREAM.to_string());
         let uri: http::Uri = base
             .parse()
@@ -149,6 +175,7 @@ impl Upstream {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
+            .tls_config(roots.config())
             .build()
             .new_agent();
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
@@ -158,7 +185,28 @@ impl Upstream {
             base: uri.to_string().trim_end_matches('/').to_string(),
             credential,
             agent,
+            roots,
         })
+    }
+
+    /// The credential's kind, where it goes (scheme, host and port only) and, over HTTPS, the
+    /// roots its certificate is checked against; for `doctor`.
+    pub fn describe(&self) -> String {
+        let scheme = self.base.split_once("://").map_or("http", |(s, _)| s);
+        let checked = if scheme == "https" {
+            format!(
+                ", its certificate checked against {}",
+                self.roots.describe()
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{} to {scheme}://{}:{}{checked}",
+            self.credential.describe(),
+            self.host,
+            self.port
+        )
     }
 }
 
@@ -170,6 +218,7 @@ pub struct Proxy {
     upstream: Arc<Upstream>,
     run: Arc<RunMeter>,
     egress: Arc<Vec<Egress>>,
+    forge: Option<Arc<str>>,
     blocked: Arc<Blocked>,
 }
 
@@ -177,8 +226,11 @@ pub struct Proxy {
 pub struct Policy {
     /// `[budget] maxCostPerRun`.
     pub max_cost_per_run: Option<f64>,
-    /// `[sandbox] egress`, and the forge when sandboxes have a login of their own.
+    /// `[sandbox] egress`.
     pub egress: Vec<Egress>,
+    /// The forge's URL (no trailing `/`) that [`FORGE_IN_SANDBOX`] stands for, when sandboxes
+    /// have a forge login of their own; nothing answers under that name otherwise.
+    pub forge: Option<String>,
 }
 
 /// What the whole run has spent and holds through the proxy, against `[budget] maxCostPerRun`.
@@ -214,6 +266,7 @@ impl Proxy {
                 ledger: Mutex::default(),
             }),
             egress: Arc::new(policy.egress),
+            forge: policy.forge.map(Arc::from),
             blocked: Arc::default(),
         })
     }
@@ -259,6 +312,7 @@ impl Proxy {
             meter: Mutex::default(),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             egress: Arc::clone(&self.egress),
+            forge: self.forge.clone(),
             blocked: Arc::clone(&self.blocked),
         });
         let task = {
@@ -344,6 +398,8 @@ struct Work {
     /// One permit per connection served, [`MAX_CONNECTIONS`] in all.
     connections: Arc<Semaphore>,
     egress: Arc<Vec<Egress>>,
+    /// What [`FORGE_IN_SANDBOX`] stands for.
+    forge: Option<Arc<str>>,
     blocked: Arc<Blocked>,
 }
 
@@ -615,6 +671,9 @@ enum Target {
     Model,
     /// The URL the request names (an allowed host of `[sandbox] egress`), as the sandbox sent it.
     Web,
+    /// The run's forge, for a request to [`FORGE_IN_SANDBOX`]: its path and query on the forge's
+    /// URL, headers as the sandbox sent them (the agent's own read-only login).
+    Forge,
 }
 
 /// Headers that describe one hop, or that the proxy sets itself (on the model's way, the
@@ -653,6 +712,7 @@ async fn forward(
     let uri = match target {
         Target::Model => format!("{}{path}", work.upstream.base),
         Target::Web => parts.uri.to_string(),
+        Target::Forge => format!("{}{path}", work.forge.as_deref().context("no forge")?),
     };
     let mut outgoing = http::Request::builder()
         .method(parts.method.clone())
@@ -668,6 +728,7 @@ async fn forward(
     // own channel, so the answer starts streaming at once.
     let (head_sender, head_receiver) = tokio::sync::oneshot::channel();
     let (sender, receiver) = mpsc::channel(16);
+    let upstream = Arc::clone(&work.upstream);
     let work = Arc::clone(work);
     tokio::task::spawn_blocking(move || {
         let (head, body) = match work.upstream.agent.run(outgoing) {
@@ -699,7 +760,13 @@ async fn forward(
             reservation.settle(metered.map_or(Charge::Nothing, Charge::Read));
         }
     });
-    let head = head_receiver.await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let head = head_receiver.await?.map_err(|e| {
+        if is_tls_refusal(&e) {
+            anyhow::anyhow!("{e}: {}", upstream.roots.fix())
+        } else {
+            anyhow::anyhow!("{e}")
+        }
+    })?;
     let mut response = Response::builder().status(head.status);
     for (name, value) in head
         .headers
@@ -709,6 +776,16 @@ async fn forward(
         response = response.header(name, value);
     }
     Ok(response.body(ChannelBody(receiver).boxed())?)
+}
+
+/// A handshake the upstream's certificate failed (rustls says why, directly or through the
+/// connection's I/O).
+fn is_tls_refusal(error: &ureq::Error) -> bool {
+    match error {
+        ureq::Error::Rustls(_) => true,
+        ureq::Error::Io(io) => io.get_ref().is_some_and(|e| e.is::<rustls::Error>()),
+        _ => false,
+    }
 }
 
 /// Passes the upstream body on chunk by chunk as it arrives, until it ends or the sandbox hangs

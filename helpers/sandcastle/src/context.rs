@@ -3,15 +3,16 @@ use crate::handlers::Handlers;
 use crate::prompts;
 use crate::report::Report;
 use anyhow::{Context as _, Result, bail};
-use sandcastle_config::{Config, ConfigError, Egress};
+use sandcastle_config::{Config, ConfigError};
 use sandcastle_core::forge::Forge;
 use sandcastle_core::git::{self, Credentials};
 use sandcastle_core::plan::PlanMemo;
 use sandcastle_core::progress::Progress;
-use sandcastle_core::proxy::{Credential, Policy, Proxy, Upstream};
+use sandcastle_core::proxy::{Credential, FORGE_IN_SANDBOX, Policy, Proxy, Upstream};
 use sandcastle_core::run_dir::RunDir;
 use sandcastle_core::sandbox::{self, TeaLogin};
 use sandcastle_core::secrets::{EnvFile, Redactor};
+use sandcastle_core::tls::Roots;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,16 +99,29 @@ impl Settings {
     }
 
     /// The model proxy's upstream: `ANTHROPIC_BASE_URL` and the credential, from `.sandcastle/.env`
-    /// or the environment.
+    /// or the environment; an HTTPS upstream checked against sandcastle's own environment's
+    /// `SSL_CERT_FILE`, else the system's roots.
     pub fn upstream(&self) -> Result<Upstream> {
         let credential = Credential::from(|key| self.env.get(key))?;
-        Upstream::new(self.env.get("ANTHROPIC_BASE_URL"), credential)
+        Upstream::new(
+            self.env.get("ANTHROPIC_BASE_URL"),
+            credential,
+            Self::roots()?,
+        )
+    }
+
+    /// What sandcastle's HTTPS trusts: `SSL_CERT_FILE` of its own environment, else the system's.
+    pub fn roots() -> Result<Roots> {
+        Roots::load(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
     }
 
     /// The forge client of the run: everything it sends is redacted.
-    pub fn forge(&self, creds: &Credentials) -> Forge {
-        Forge::new(&self.config.forge_url, &self.config.repo, &creds.token)
-            .redacting(Redactor::new(&self.env))
+    pub fn forge(&self, creds: &Credentials) -> Result<Forge> {
+        Ok(
+            Forge::new(&self.config.forge_url, &self.config.repo, &creds.token)
+                .redacting(Redactor::new(&self.env))
+                .trusting(&Self::roots()?),
+        )
     }
 
     /// `FORGEJO_AGENT_TOKEN` with the login the forge says it belongs to, or `None` when the project
@@ -139,7 +153,8 @@ impl Settings {
             ));
         }
         let forge = Forge::new(&self.config.forge_url, &self.config.repo, &token)
-            .token_name("FORGEJO_AGENT_TOKEN");
+            .token_name("FORGEJO_AGENT_TOKEN")
+            .trusting(&Self::roots()?);
         let user = forge.current_user()?;
         if user == login {
             return Err(refuse(format!(
@@ -170,7 +185,7 @@ impl Context {
     pub fn new(settings: Settings) -> Result<Context> {
         let creds = settings.credentials()?;
         let upstream = settings.upstream()?;
-        let forge = settings.forge(&creds);
+        let forge = settings.forge(&creds)?;
         let redactor = Redactor::new(&settings.env);
         let redacted = |e: anyhow::Error| anyhow::anyhow!("{}", redactor.error(&e));
         let login = forge.current_user().map_err(redacted)?;
@@ -180,18 +195,16 @@ impl Context {
                 Err(e) => redacted(e),
             }
         })?;
-        let mut egress = settings.config.sandbox.egress.clone();
-        // `tea` reads the forge with the sandboxes' own login.
-        if agent_login.is_some() {
-            egress.extend(forge_egress(&settings.config.forge_url));
-        }
+        // `tea` reads the forge with the sandboxes' own login, as `proxy::FORGE_IN_SANDBOX`.
+        let forge_url = settings.config.forge_url.trim_end_matches('/').to_string();
         let run_id = run_id();
         let run_dir = RunDir::create(&run_id)?;
         let proxy = Proxy::start(
             upstream,
             Policy {
                 max_cost_per_run: settings.config.budget.max_cost_per_run,
-                egress,
+                egress: settings.config.sandbox.egress.clone(),
+                forge: agent_login.is_some().then_some(forge_url),
             },
             run_dir.path(),
         )?;
@@ -297,27 +310,24 @@ impl Context {
         prompts::render(&self.project, name, &all)
     }
 
+    /// The `origin` of an agent's checkout: the repository under the forge's name in sandboxes
+    /// when `tea` is configured there (tea picks its login for a checkout by the origin's host),
+    /// else the forge's own URL.
+    pub fn sandbox_remote(&self) -> String {
+        match self.agent_login {
+            Some(_) => git::remote_url(FORGE_IN_SANDBOX, &self.config.repo),
+            None => self.remote.clone(),
+        }
+    }
+
     /// What `configure-tea` gets in each sandbox: the read-only login, never the orchestrator's.
     pub fn tea_login(&self) -> Option<TeaLogin<'_>> {
         self.agent_login.as_ref().map(|login| TeaLogin {
-            url: &self.config.forge_url,
+            url: FORGE_IN_SANDBOX,
             user: &login.user,
             token: &login.token,
         })
     }
-}
-
-/// The forge's host and port as an egress entry.
-fn forge_egress(forge_url: &str) -> Option<Egress> {
-    let uri: http::Uri = forge_url.parse().ok()?;
-    let port = uri
-        .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") {
-            443
-        } else {
-            80
-        });
-    Egress::parse(&format!("{}:{port}", uri.host()?))
 }
 
 /// `20261202T130405Z-1234`: sortable, unique per process, valid in docker names and labels.

@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 use sandcastle_core::claims;
 use sandcastle_core::forge::{Forge, LIFECYCLE_LABELS};
 use sandcastle_core::git::Credentials;
+use sandcastle_core::proxy::CREDENTIAL_KEYS;
 use sandcastle_core::sandbox::{self, Lack};
 use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
@@ -97,6 +98,7 @@ pub fn doctor(project: &Path) -> Result<ExitCode> {
     let config = &settings.config;
     let creds = report.line("secrets", secrets(&settings));
     let creds = creds.and(settings.credentials().ok());
+    report.line("model", model(&settings));
     report.line("host", host_programs());
     report.line("questions", question_handlers(project, &config.questions));
     check_image(&mut report, &settings);
@@ -153,6 +155,26 @@ fn secrets(settings: &Settings) -> Result<String> {
         passed.join(", "),
         redacted.join(", ")
     ))
+}
+
+/// Which model credential the proxy sends, how and where (never its value), and the credential
+/// variables set but not used.
+fn model(settings: &Settings) -> Result<String> {
+    let upstream = settings.upstream()?;
+    let unused: Vec<&str> = CREDENTIAL_KEYS
+        .into_iter()
+        .filter(|key| settings.env.get(key).is_some())
+        .skip(1)
+        .collect();
+    let mut said = upstream.describe();
+    if !unused.is_empty() {
+        said += &format!(
+            "; {} also set, unused: the first of {} wins",
+            unused.join(" and "),
+            CREDENTIAL_KEYS.join(", ")
+        );
+    }
+    Ok(said)
 }
 
 /// The Docker engine and the image; when both are there, the sandboxes' network and the programs
@@ -269,7 +291,13 @@ fn agent_programs(report: &mut Report, settings: &Settings) {
 /// The forge and the repository; when they answer, the tokens, the claims and the labels.
 fn check_forge(report: &mut Report, settings: &Settings, creds: &Credentials) {
     let config = &settings.config;
-    let forge = settings.forge(creds);
+    let forge = match settings.forge(creds) {
+        Ok(forge) => forge,
+        Err(error) => {
+            report.line("forge", Err(error));
+            return;
+        }
+    };
     let reached = report.line(
         "forge",
         forge.default_branch().map(|branch| {

@@ -77,7 +77,8 @@ pub fn report(project: &Path, args: &ReportArgs) -> Result<ExitCode> {
         &settings.config.repo,
         &creds.token,
     )
-    .redacting(Redactor::new(&settings.env));
+    .redacting(Redactor::new(&settings.env))
+    .trusting(&Settings::roots()?);
     let pulls_url = format!(
         "{}/{}/pulls/",
         settings.config.forge_url.trim_end_matches('/'),

@@ -163,7 +163,7 @@ impl<'a> WorkSandbox<'a> {
             sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
-            checkout::seed(sandbox, self.repo, &ctx.remote)?;
+            checkout::seed(sandbox, self.repo, &ctx.sandbox_remote())?;
         }
         Ok(self.sandbox.as_ref().expect("started above"))
     }

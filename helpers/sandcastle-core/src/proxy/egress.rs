@@ -1,7 +1,8 @@
 //! A sandbox's way out: `HTTPS_PROXY` (CONNECT, then bytes both ways) and `HTTP_PROXY`
-//! (absolute-form requests, forwarded) to exactly the hosts of `[sandbox] egress`. Everything else
-//! is refused, and counted per work, host and port for the pull request and the run report.
-use super::{Body, Target, Work, forward, read_body, refusal};
+//! (absolute-form requests, forwarded) to exactly the hosts of `[sandbox] egress`, and plain HTTP
+//! to the forge's name in sandboxes (`FORGE_IN_SANDBOX`) on to the run's forge. Everything else is
+//! refused, and counted per work, host and port for the pull request and the run report.
+use super::{Body, FORGE_IN_SANDBOX, Target, Work, forward, read_body, refusal};
 use base64::Engine;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -157,6 +158,13 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
         .trim_end_matches(']')
         .to_string();
     let port = uri.port_u16().unwrap_or(default_port);
+    // Host names are case-insensitive: no spelling of the name reaches anything else.
+    if FORGE_IN_SANDBOX
+        .strip_prefix("http://")
+        .is_some_and(|name| name.eq_ignore_ascii_case(&host))
+    {
+        return to_forge(work, request, port).await;
+    }
     let allowed = (connect || plain) && work.egress.iter().any(|rule| rule.allows(&host, port));
     if !allowed {
         work.blocked.add(&work.key, &host, port);
@@ -213,6 +221,38 @@ pub(super) async fn handle(work: &Arc<Work>, request: Request<Incoming>) -> Resp
         drop(permit);
     });
     Response::new(super::empty())
+}
+
+/// A request to the forge's name in sandboxes: sent on to the run's forge when it is plain HTTP
+/// on port 80 (as [`FORGE_IN_SANDBOX`] says) and sandboxes have a forge login; refused and listed
+/// otherwise, so the name reaches no other host, port or scheme.
+async fn to_forge(work: &Arc<Work>, request: Request<Incoming>, port: u16) -> Response<Body> {
+    let host = FORGE_IN_SANDBOX.trim_start_matches("http://");
+    let plain =
+        request.method() != http::Method::CONNECT && request.uri().scheme_str() == Some("http");
+    if !(plain && port == 80 && work.forge.is_some()) {
+        work.blocked.add(&work.key, host, port);
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            &format!(
+                "sandcastle's proxy: {host} is the forge only as {FORGE_IN_SANDBOX}, when FORGEJO_AGENT_TOKEN gives sandboxes a forge login"
+            ),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let body = match read_body(&parts.headers, body).await {
+        Ok(body) => body,
+        Err(refused) => return refused.response(),
+    };
+    match forward(work, parts, body, Target::Forge, None).await {
+        Ok(response) => response,
+        Err(error) => refusal(
+            StatusCode::BAD_GATEWAY,
+            "api_error",
+            &format!("sandcastle's proxy could not reach the forge: {error:#}"),
+        ),
+    }
 }
 
 /// `Proxy-Authorization: Basic` of `sandcastle:<the work's key>`, as a client sends the user and

@@ -3,6 +3,7 @@
 use super::*;
 use fake_anthropic::{FakeAnthropic, Scenario};
 use sandcastle_config::Egress;
+use sandcastle_testkit::tls::{https_front, test_ca};
 use serde_json::json;
 
 const REAL_KEY: &str = "sk-ant-real-operator-key";
@@ -19,12 +20,18 @@ fn sockets() -> &'static Path {
     DIR.path()
 }
 
+/// The roots a run without `SSL_CERT_FILE` trusts.
+fn system_roots() -> Roots {
+    Roots::load(|_| None).unwrap()
+}
+
 fn proxy_to(model: &FakeAnthropic, credential: Credential) -> Proxy {
     Proxy::start(
-        Upstream::new(Some(model.url()), credential).unwrap(),
+        Upstream::new(Some(model.url()), credential, system_roots()).unwrap(),
         Policy {
             max_cost_per_run: None,
             egress: Vec::new(),
+            forge: None,
         },
         sockets(),
     )
@@ -106,26 +113,67 @@ fn another_works_key_or_none_is_refused_before_the_model_hears_of_it() {
     assert!(model.requests().is_empty());
 }
 
+/// What `credential` sent the model for one request of the sandbox's, which carries the
+/// placeholder key and a beta of Claude Code's own: each header as `name: value`.
+fn sent_for(credential: Credential) -> Vec<String> {
+    let model = model();
+    let proxy = proxy_to(&model, credential);
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let body = json!({
+        "model": "claude-test", "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]
+    });
+    let response = agent
+        .post(format!("{base}/v1/messages"))
+        .header("x-api-key", placeholder(&work))
+        .header("anthropic-beta", "claude-code-20250219")
+        .send_json(body)
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    model.auth_headers()
+}
+
+/// `ANTHROPIC_API_KEY` goes as `x-api-key`, and nothing else of a credential.
 #[test]
-fn each_credential_goes_in_its_own_header() {
-    for (credential, sent) in [
-        (
-            Credential::AuthToken("tok-auth-123456".into()),
-            "Bearer tok-auth-123456",
-        ),
-        (
-            Credential::OAuth("tok-oauth-123456".into()),
-            "Bearer tok-oauth-123456",
-        ),
-    ] {
-        let model = model();
-        let proxy = proxy_to(&model, credential);
-        let work = proxy.open("issue #1", Budget::default()).unwrap();
-        let base = relay_to(&work);
-        let (status, body) = ask(&base, Some(&placeholder(&work)), false);
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(model.credentials(), [sent.to_string()]);
-    }
+fn an_api_key_goes_as_x_api_key() {
+    assert_eq!(
+        sent_for(Credential::ApiKey(REAL_KEY.into())),
+        [
+            "anthropic-beta: claude-code-20250219".to_string(),
+            format!("x-api-key: {REAL_KEY}")
+        ]
+    );
+}
+
+/// `ANTHROPIC_AUTH_TOKEN` goes as `Authorization: Bearer`, with no OAuth beta.
+#[test]
+fn an_auth_token_goes_as_a_bearer() {
+    assert_eq!(
+        sent_for(Credential::AuthToken("tok-auth-123456".into())),
+        [
+            "anthropic-beta: claude-code-20250219",
+            "authorization: Bearer tok-auth-123456"
+        ]
+    );
+}
+
+/// `CLAUDE_CODE_OAUTH_TOKEN` goes as `Authorization: Bearer` with the OAuth beta Claude Code
+/// itself adds (`oauth-2025-04-20`), after the request's own betas.
+#[test]
+fn an_oauth_token_goes_as_a_bearer_with_the_oauth_beta() {
+    assert_eq!(
+        sent_for(Credential::OAuth("tok-oauth-123456".into())),
+        [
+            "anthropic-beta: claude-code-20250219,oauth-2025-04-20",
+            "authorization: Bearer tok-oauth-123456"
+        ]
+    );
 }
 
 #[test]
@@ -135,11 +183,13 @@ fn a_closed_work_socket_is_gone_and_a_dead_upstream_is_an_api_error() {
         Upstream::new(
             Some("http://127.0.0.1:1".into()),
             Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
         )
         .unwrap(),
         Policy {
             max_cost_per_run: None,
             egress: Vec::new(),
+            forge: None,
         },
         sockets(),
     )
@@ -177,7 +227,11 @@ fn credentials_are_taken_in_order_and_a_missing_one_names_the_keys() {
         panic!("no credential is an error")
     };
     assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");
-    let Err(error) = Upstream::new(Some("not a url".into()), Credential::ApiKey("k".into())) else {
+    let Err(error) = Upstream::new(
+        Some("not a url".into()),
+        Credential::ApiKey("k".into()),
+        system_roots(),
+    ) else {
         panic!("a bad URL is an error")
     };
     assert!(error.to_string().contains("ANTHROPIC_BASE_URL"), "{error}");
@@ -220,10 +274,16 @@ fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
 fn a_spent_run_budget_refuses_every_work() {
     let model = model();
     let proxy = Proxy::start(
-        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Upstream::new(
+            Some(model.url()),
+            Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
+        )
+        .unwrap(),
         Policy {
             max_cost_per_run: Some(0.000001),
             egress: Vec::new(),
+            forge: None,
         },
         sockets(),
     )
@@ -238,10 +298,16 @@ fn a_spent_run_budget_refuses_every_work() {
 
 fn proxy_with_egress(model: &FakeAnthropic, egress: &[&str]) -> Proxy {
     Proxy::start(
-        Upstream::new(Some(model.url()), Credential::ApiKey(REAL_KEY.into())).unwrap(),
+        Upstream::new(
+            Some(model.url()),
+            Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
+        )
+        .unwrap(),
         Policy {
             max_cost_per_run: None,
             egress: egress.iter().map(|e| Egress::parse(e).unwrap()).collect(),
+            forge: None,
         },
         sockets(),
     )
@@ -652,4 +718,200 @@ fn an_answer_the_sandbox_never_reads_is_still_metered() {
     }
     assert_eq!(usage.output_tokens, 1_000_000, "{usage:?}");
     drop(stream);
+}
+
+/// A PEM file holding `pem`, as the operator's `SSL_CERT_FILE`.
+fn cert_file(dir: &Path, pem: &str) -> Roots {
+    let path = dir.join("ca.pem");
+    std::fs::write(&path, pem).unwrap();
+    let path = path.to_str().unwrap().to_string();
+    Roots::load(|key| (key == "SSL_CERT_FILE").then(|| path.clone())).unwrap()
+}
+
+/// An HTTPS `ANTHROPIC_BASE_URL` whose certificate a CA in `SSL_CERT_FILE` signed: the work's
+/// request reaches the model over TLS with the real credential, streamed or not.
+#[test]
+fn an_https_upstream_signed_by_the_cert_files_ca_is_reached() {
+    let model = model();
+    let (ca, pem) = test_ca("sandcastle test CA");
+    let front = https_front(model.port(), &ca);
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::new(
+        Some(front),
+        Credential::ApiKey(REAL_KEY.into()),
+        cert_file(dir.path(), &pem),
+    )
+    .unwrap();
+    let policy = Policy {
+        max_cost_per_run: None,
+        egress: Vec::new(),
+        forge: None,
+    };
+    let proxy = Proxy::start(upstream, policy, sockets()).unwrap();
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+
+    let (status, body) = ask(&base, Some(&placeholder(&work)), false);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("hi there"), "{body}");
+    let (status, body) = ask(&base, Some(&placeholder(&work)), true);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("event: message_start"), "{body}");
+    assert_eq!(model.credentials(), [REAL_KEY.to_string()]);
+}
+
+/// A certificate no trusted CA signed (another CA in `SSL_CERT_FILE`, or the system's roots): one
+/// error naming the fix, and nothing reaches the model, in plain text or otherwise.
+#[test]
+fn an_https_upstream_no_trusted_ca_signed_is_one_clear_error_and_never_plain_text() {
+    let model = model();
+    let (ca, _) = test_ca("sandcastle test CA");
+    let (_, other_pem) = test_ca("another test CA");
+    let front = https_front(model.port(), &ca);
+    let dir = tempfile::tempdir().unwrap();
+    for (roots, fix) in [
+        (cert_file(dir.path(), &other_pem), "SSL_CERT_FILE ("),
+        (system_roots(), "set SSL_CERT_FILE to a PEM file"),
+    ] {
+        let upstream = Upstream::new(
+            Some(front.clone()),
+            Credential::ApiKey(REAL_KEY.into()),
+            roots,
+        )
+        .unwrap();
+        let policy = Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+            forge: None,
+        };
+        let proxy = Proxy::start(upstream, policy, sockets()).unwrap();
+        let work = proxy.open("issue #1", Budget::default()).unwrap();
+        let (status, body) = ask(&relay_to(&work), Some(&placeholder(&work)), false);
+        assert_eq!(status, 502, "{body}");
+        let message = serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("invalid peer certificate") && message.contains(fix),
+            "{message}"
+        );
+        assert!(
+            !message.contains('\n') && !message.contains(REAL_KEY),
+            "{message}"
+        );
+    }
+    assert!(model.routes().is_empty(), "{:?}", model.routes());
+}
+
+/// A request through the relay as a client with `HTTP_PROXY` sends it: absolute-form, with the
+/// proxy URL's user and password and `authorization` as given; the status and the body.
+fn through_proxy(
+    base: &str,
+    method: &str,
+    url: &str,
+    proxy_key: &str,
+    authorization: &str,
+) -> (u16, String) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("sandcastle:{proxy_key}"));
+    let host = url.split('/').nth(2).unwrap_or("");
+    write!(
+        stream,
+        "{method} {url} HTTP/1.1\r\nhost: {host}\r\nproxy-authorization: Basic {auth}\r\n\
+         authorization: {authorization}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// The forge's name in sandboxes reaches the run's forge (here on the host's loopback) with the
+/// agent's own login, path and query kept; under that name nothing else is reached (another port,
+/// a tunnel, or a run whose sandboxes have no forge login), and each refusal is listed.
+#[test]
+fn the_forges_name_in_sandboxes_reaches_only_the_runs_forge() {
+    let forge = fake_forge::FakeForge::start();
+    forge.create_repo("alice", "demo", "main").unwrap();
+    forge.add_user("alice");
+    let reader = forge.add_user_with_scopes("reader-bot", &["read:issue", "read:repository"]);
+    forge
+        .create_issue("alice/demo", "alice", "Reachable from the sandbox", "", &[])
+        .unwrap();
+    let model = model();
+    let open = |forge_url: Option<String>| {
+        let upstream = Upstream::new(
+            Some(model.url()),
+            Credential::ApiKey(REAL_KEY.into()),
+            system_roots(),
+        )
+        .unwrap();
+        let policy = Policy {
+            max_cost_per_run: None,
+            egress: Vec::new(),
+            forge: forge_url,
+        };
+        Proxy::start(upstream, policy, sockets()).unwrap()
+    };
+    let issues = format!("{FORGE_IN_SANDBOX}/api/v1/repos/alice/demo/issues?state=open");
+    let login = format!("token {reader}");
+
+    let proxy = open(Some(forge.url().to_string()));
+    let work = proxy.open("issue #1", Budget::default()).unwrap();
+    let base = relay_to(&work);
+    let key = placeholder(&work);
+    let (status, body) = through_proxy(&base, "GET", &issues, &key, &login);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Reachable from the sandbox"), "{body}");
+    let shouted = issues.replace("forge.sandcastle.invalid", "FORGE.Sandcastle.INVALID");
+    let (status, body) = through_proxy(&base, "GET", &shouted, &key, &login);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(forge.received("GET /repos/alice/demo/issues"), 2);
+
+    let (status, _) = through_proxy(&base, "GET", &issues, "another works key", &login);
+    assert_eq!(status, 407);
+    let elsewhere = issues.replace(".invalid/", ".invalid:8080/");
+    let (status, body) = through_proxy(&base, "GET", &elsewhere, &key, &login);
+    assert_eq!(status, 403, "{body}");
+    let (head, _) = connect(&base, "forge.sandcastle.invalid:443", &key);
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let listed: Vec<(String, u16)> = proxy
+        .blocked("issue #1")
+        .listed
+        .into_iter()
+        .map(|b| (b.host, b.port))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("forge.sandcastle.invalid".to_string(), 443),
+            ("forge.sandcastle.invalid".to_string(), 8080)
+        ]
+    );
+
+    let without_login = open(None);
+    let work = without_login.open("issue #1", Budget::default()).unwrap();
+    let (status, body) = through_proxy(
+        &relay_to(&work),
+        "GET",
+        &issues,
+        &placeholder(&work),
+        &login,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("FORGEJO_AGENT_TOKEN"), "{body}");
+    assert_eq!(
+        forge.received("GET /repos/alice/demo/issues"),
+        2,
+        "nothing more reached the forge"
+    );
 }

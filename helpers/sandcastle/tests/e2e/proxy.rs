@@ -54,16 +54,40 @@ fn container_holds_key(id: &str) -> String {
 /// it, the agent's model calls succeed, and the model server got the real key from the proxy.
 #[test]
 fn the_model_key_never_enters_a_sandbox() {
-    key_stays_out("");
+    key_stays_out("", Credential::ApiKey);
+}
+
+/// The same with `ANTHROPIC_AUTH_TOKEN`, which reaches the model as `Authorization: Bearer`.
+#[test]
+fn an_auth_token_never_enters_a_sandbox_and_reaches_the_model_as_a_bearer() {
+    key_stays_out("", Credential::AuthToken);
+}
+
+/// The same with `CLAUDE_CODE_OAUTH_TOKEN`: `Authorization: Bearer` and the OAuth beta on every
+/// request.
+#[test]
+fn an_oauth_token_never_enters_a_sandbox_and_reaches_the_model_as_a_bearer_with_its_beta() {
+    key_stays_out("", Credential::OAuth);
 }
 
 /// The same on the host's network, the opt-out: direct network access, and still no key.
 #[test]
 fn the_model_key_never_enters_a_sandbox_on_the_hosts_network() {
-    key_stays_out("[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n");
+    key_stays_out(
+        "[sandbox]\nnetwork = \"host\"\nmemory = \"2g\"\npidsLimit = 512\n",
+        Credential::ApiKey,
+    );
 }
 
-fn key_stays_out(config: &str) {
+/// The operator's model credential variable a test's `.env` sets to [`KEY`].
+#[derive(Clone, Copy, PartialEq)]
+enum Credential {
+    ApiKey,
+    AuthToken,
+    OAuth,
+}
+
+fn key_stays_out(config: &str, credential: Credential) {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
@@ -78,6 +102,18 @@ fn key_stays_out(config: &str) {
         json!([{"bash": look, "description": "look"}, {"text": format!("Done. {COMPLETE}")}]),
         config,
     );
+    let variable = match credential {
+        Credential::ApiKey => "ANTHROPIC_API_KEY",
+        Credential::AuthToken => "ANTHROPIC_AUTH_TOKEN",
+        Credential::OAuth => "CLAUDE_CODE_OAUTH_TOKEN",
+    };
+    let env = h.project().join(".sandcastle/.env");
+    let text = std::fs::read_to_string(&env).unwrap();
+    let text = text.replace(
+        &format!("ANTHROPIC_API_KEY={KEY}"),
+        &format!("{variable}={KEY}"),
+    );
+    std::fs::write(&env, text).unwrap();
 
     let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/looked");
     let containers = h.containers();
@@ -97,7 +133,21 @@ fn key_stays_out(config: &str) {
         "Claude Code is pointed at the relay with a placeholder:\n{seen}"
     );
     assert!(!h.anthropic.requests().is_empty());
-    assert_eq!(h.anthropic.credentials(), [KEY.to_string()]);
+    let sent = h.anthropic.auth_headers();
+    let (credentials, betas): (Vec<&String>, Vec<&String>) = sent
+        .iter()
+        .partition(|h| !h.starts_with("anthropic-beta: "));
+    let expected = match credential {
+        Credential::ApiKey => format!("x-api-key: {KEY}"),
+        Credential::AuthToken | Credential::OAuth => format!("authorization: Bearer {KEY}"),
+    };
+    assert_eq!(credentials, [&expected], "{sent:?}");
+    let oauth = |beta: &&String| beta.split([' ', ',']).any(|b| b == "oauth-2025-04-20");
+    if credential == Credential::OAuth {
+        assert!(!betas.is_empty() && betas.iter().all(oauth), "{sent:?}");
+    } else {
+        assert!(!betas.iter().any(oauth), "{sent:?}");
+    }
     assert_eq!(h.pulls().len(), 1, "the work published");
 }
 
@@ -458,4 +508,159 @@ fn a_remote_engine_is_refused_in_one_line() {
             && l.contains("sandboxes have no network but loopback; the model is reached through sandcastle's proxy")),
         "{said}"
     );
+}
+
+/// The forge on the host's own 127.0.0.1 (the test's), sandboxes on the default `network =
+/// "none"`: a client in the sandbox reaches it through its `HTTP_PROXY` under tea's login URL
+/// (`forge.sandcastle.invalid`, the checkout's `origin` too, by whose host tea picks its login),
+/// git over smart HTTP and the issues API with tea's read-only token, as `tea` (Go's `net/http`,
+/// which never proxies loopback) sends a request to a proxy.
+/// The image has no `tea`: bash plays its HTTP part with the same URL, token and proxy.
+#[test]
+fn a_forge_on_the_hosts_loopback_is_reached_from_a_sandbox_without_a_network() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let reach = r#"tea=/home/agent/.config/tea/config.yml
+url=$(sed -n 's/^ *url: *//p' $tea | tr -d '"'); token=$(sed -n 's/^ *token: *//p' $tea | tr -d '"')
+{ echo "url $url"; echo "origin $(git remote get-url origin)"; git ls-remote origin; echo "exit $?"; } > git.txt 2>&1
+b64() { local s=$1 t=ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/ o= i a b c n
+  for ((i = 0; i < ${#s}; i += 3)); do
+    a=$(printf %d "'${s:i:1}"); b=0; c=0
+    [ -n "${s:i+1:1}" ] && b=$(printf %d "'${s:i+1:1}"); [ -n "${s:i+2:1}" ] && c=$(printf %d "'${s:i+2:1}")
+    n=$(( (a << 16) | (b << 8) | c )); o+=${t:$((n >> 18 & 63)):1}${t:$((n >> 12 & 63)):1}
+    if [ -n "${s:i+1:1}" ]; then o+=${t:$((n >> 6 & 63)):1}; else o+==; fi
+    if [ -n "${s:i+2:1}" ]; then o+=${t:$((n & 63)):1}; else o+==; fi
+  done; printf %s "$o"; }
+proxy=${HTTP_PROXY#http://}; relay=${proxy#*@}
+exec 3<>/dev/tcp/${relay%:*}/${relay##*:}
+printf 'GET %s/api/v1/repos/alice/demo/issues?state=open HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\nAuthorization: token %s\r\nConnection: close\r\n\r\n' \
+  "$url" "${url#http://}" "$(b64 "${proxy%@*}")" "$token" >&3
+cat <&3 > issues.txt
+git add git.txt issues.txt && git commit -qm 'What the forge said'"#;
+    let h = one_issue(
+        json!([{"bash": reach, "description": "reach the forge"}, {"text": format!("Done. {COMPLETE}")}]),
+        "",
+    );
+    let reader = h.forge.add_user_with_scopes(
+        "reader-bot",
+        &["read:issue", "read:repository", "read:user"],
+    );
+    h.write_env_with(&h.token, &format!("FORGEJO_AGENT_TOKEN={reader}\n"));
+    assert!(h.forge.url().starts_with("http://127.0.0.1:"));
+
+    let output = h.sandcastle(&["run", "--issue", "1"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let git = h.remote_file("sandcastle/issue-1", "git.txt");
+    assert!(
+        git.starts_with(
+            "url http://forge.sandcastle.invalid\norigin http://forge.sandcastle.invalid/alice/demo.git\n"
+        ) && git.contains("refs/heads/main")
+            && git.contains("exit 0"),
+        "{git}"
+    );
+    let issues = h.remote_file("sandcastle/issue-1", "issues.txt");
+    assert!(issues.starts_with("HTTP/1.1 200"), "{issues}");
+    assert!(issues.contains("\"title\":\"The work\""), "{issues}");
+    let report = h.last_report();
+    let blocked = &report["work"][0]["blockedRequests"];
+    assert!(blocked.as_array().is_none_or(Vec::is_empty), "{report}");
+}
+
+/// `doctor` says which credential the proxy sends and how, and names the others set as unused,
+/// never a value; a broken `SSL_CERT_FILE` fails the line, named.
+#[test]
+fn doctor_says_which_credential_is_sent_and_never_its_value() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = one_issue(json!([{"text": "unused"}]), "");
+    let oauth = "sk-ant-oat01-e2e-oauth-token";
+    h.write_env_with(&h.token, &format!("CLAUDE_CODE_OAUTH_TOKEN={oauth}\n"));
+
+    let doctor = h.sandcastle(&["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let model = said.lines().find(|l| l.contains(" model ")).unwrap_or("");
+    assert!(
+        model.starts_with("ok")
+            && model.contains("ANTHROPIC_API_KEY, sent as x-api-key to http://127.0.0.1:")
+            && model.contains("CLAUDE_CODE_OAUTH_TOKEN also set, unused"),
+        "{said}"
+    );
+    assert!(!said.contains(KEY) && !said.contains(oauth), "{said}");
+
+    let env = h.project().join(".sandcastle/.env");
+    let text = std::fs::read_to_string(&env).unwrap();
+    std::fs::write(
+        &env,
+        text.replace(&format!("ANTHROPIC_API_KEY={KEY}\n"), ""),
+    )
+    .unwrap();
+    let missing = h.project().join("no-such-ca.pem");
+    let doctor = h
+        .command(&["doctor"])
+        .env("SSL_CERT_FILE", &missing)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let model = said.lines().find(|l| l.contains(" model ")).unwrap_or("");
+    assert!(
+        model.starts_with("FAIL")
+            && model.contains("SSL_CERT_FILE")
+            && model.contains("no-such-ca.pem"),
+        "{said}"
+    );
+    assert!(!said.contains(oauth), "{said}");
+}
+
+/// A whole run against an HTTPS `ANTHROPIC_BASE_URL` whose certificate a test CA signed, named by
+/// `SSL_CERT_FILE` in sandcastle's environment: the real Claude Code's requests reach the model
+/// over TLS through the proxy, with the real key, and the work is published.
+#[test]
+fn a_run_reaches_an_https_model_api_trusted_through_ssl_cert_file() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = one_issue(
+        json!([
+            {"bash": "echo hi > hi.txt && git add hi.txt && git commit -qm 'Say hi'", "description": "commit"},
+            {"text": format!("Done. {COMPLETE}")}
+        ]),
+        "",
+    );
+    let (ca, pem) = sandcastle_testkit::tls::test_ca("sandcastle e2e CA");
+    let front = sandcastle_testkit::tls::https_front(h.anthropic.port(), &ca);
+    let ca_file = h.project().join("test-ca.pem");
+    std::fs::write(&ca_file, pem).unwrap();
+    let env = h.project().join(".sandcastle/.env");
+    let text = std::fs::read_to_string(&env).unwrap();
+    let text = text.replace(
+        &format!("ANTHROPIC_BASE_URL={}", h.anthropic.url()),
+        &format!("ANTHROPIC_BASE_URL={front}"),
+    );
+    assert!(
+        text.contains("ANTHROPIC_BASE_URL=https://127.0.0.1:"),
+        "{text}"
+    );
+    std::fs::write(&env, text).unwrap();
+
+    let output = h
+        .command(&["run", "--issue", "1"])
+        .env("SSL_CERT_FILE", &ca_file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!h.anthropic.requests().is_empty());
+    assert_eq!(h.anthropic.credentials(), [KEY.to_string()]);
+    assert_eq!(h.remote_file("sandcastle/issue-1", "hi.txt"), "hi\n");
+    assert_eq!(h.pulls().len(), 1, "the work published");
 }
