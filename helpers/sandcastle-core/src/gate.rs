@@ -5,7 +5,7 @@
 //! (plus the sandbox's variables and the build cache's, [`cache_env`]), so the agent cannot talk
 //! its way past it. Each step is bounded: silent for `idle`, or running for `step`, it is stopped.
 use crate::agent::kill_agent_processes;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{self, Sandbox};
 use crate::secrets::Redactor;
 use anyhow::{Context, Result};
 use std::io::Read;
@@ -19,6 +19,28 @@ const TAIL_BYTES: usize = 3000;
 /// Where a gate's own build cache volume is mounted in its container (never in the agent's, never
 /// in another gate's).
 pub const CACHE: &str = "/gate-cache";
+
+/// Where the run's warm build cache (a volume built from the base branch's tip, never from an
+/// agent's commit) is mounted read-only in a gate's container; [`copy_warm`] copies it into the
+/// gate's own [`CACHE`], so what the gate's build writes reaches no other gate.
+pub const WARM: &str = "/gate-warm";
+
+/// `sh -c COPY_WARM sh <warm> <cache>`: every entry of the warm cache into the gate's own, as the
+/// agent user (the warm cache's files are that user's), sharing blocks where the file system can.
+const COPY_WARM: &str = r#"set -eu
+cd "$1"
+find . -mindepth 1 -maxdepth 1 -exec cp -a --reflink=auto -t "$2" {} +"#;
+
+/// Fills the gate's own cache ([`CACHE`], opened to the agent user) with a copy of the warm
+/// cache mounted at [`WARM`], before anything of the commit runs.
+pub fn copy_warm(sandbox: &Sandbox) -> Result<()> {
+    let mut copy = sandbox.exec_at("/", &["sh", "-c", COPY_WARM, "sh", WARM, CACHE]);
+    sandbox::output(
+        copy.stdin(Stdio::null()),
+        "docker exec (copy the warm build cache)",
+    )
+    .map(drop)
+}
 
 /// The variables that point builds at the cache: cargo's target directory and the XDG cache.
 pub fn cache_env() -> [(String, String); 2] {

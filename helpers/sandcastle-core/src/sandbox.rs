@@ -67,6 +67,9 @@ pub struct SandboxSpec<'a> {
     /// A Docker volume (`create_volume`) mounted read-write at a container path: only the gate's
     /// containers get one, their build cache.
     pub volume: Option<(&'a str, &'a str)>,
+    /// A Docker volume mounted read-only at a container path: only a gate's container gets one,
+    /// the warm build cache it copies from (`gate::WARM`).
+    pub read_only_volume: Option<(&'a str, &'a str)>,
     /// The container's main process: the relay to the work's model proxy socket.
     pub relay: Relay<'a>,
 }
@@ -361,6 +364,9 @@ fn run_args(spec: &SandboxSpec) -> Result<Vec<String>> {
     }
     if let Some((volume, container)) = spec.volume {
         args.extend(["-v".into(), format!("{volume}:{container}")]);
+    }
+    if let Some((volume, container)) = spec.read_only_volume {
+        args.extend(["-v".into(), format!("{volume}:{container}:ro")]);
     }
     args.extend([
         spec.image.into(),
@@ -714,6 +720,7 @@ mod tests {
             env,
             tea: None,
             volume: None,
+            read_only_volume: None,
             relay: Relay {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
                 port: 41000,

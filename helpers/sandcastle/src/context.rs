@@ -2,6 +2,7 @@
 use crate::handlers::Handlers;
 use crate::prompts;
 use crate::report::Report;
+use crate::warm_cache::WarmCache;
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::{Config, ConfigError, Egress};
 use sandcastle_core::forge::Forge;
@@ -60,6 +61,8 @@ pub struct Context {
     pub handlers: Handlers,
     /// The model proxy every sandbox reaches the model through; the only holder of the credential.
     pub proxy: Proxy,
+    /// The gates' warm build cache, built from the base branch's tip.
+    pub warm_cache: WarmCache,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -216,6 +219,7 @@ impl Context {
             progress,
             stopping: AtomicBool::new(false),
             plan_memo: Mutex::new(None),
+            warm_cache: WarmCache::default(),
             held_claims: Mutex::new(Vec::new()),
             clarifies,
             handlers: Handlers::detached(),

@@ -9,6 +9,7 @@
 //! Removed when dropped (on success, error or panic).
 use crate::context::Context;
 use crate::seam::{Heard, Sandboxed, Turn};
+use crate::warm_cache::{self, WarmUp};
 use anyhow::Result;
 use sandcastle_core::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
 use sandcastle_core::ask;
@@ -124,10 +125,69 @@ impl<'a> WorkSandbox<'a> {
             env,
             tea: None,
             volume: None,
+            read_only_volume: None,
             relay: Relay {
                 socket_dir: proxy.dir(),
                 port,
             },
+        }
+    }
+
+    /// A gate's fresh container, `key`, with `cache` mounted read-write at `gate::CACHE` and the
+    /// `warm` cache, if any, read-only at `gate::WARM`. The gate reaches the network as the agent
+    /// does: through the work's proxy, as `egress` allows (a build fetches its dependencies).
+    fn start_gate_container(
+        &mut self,
+        key: &str,
+        cache: &str,
+        warm: Option<&str>,
+    ) -> Result<Sandbox> {
+        let port = proxy::relay_port()?;
+        let proxy_env = self.open_proxy()?.sandbox_env(port);
+        let mut env = self.ctx.sandbox_env();
+        env.extend(gate::cache_env());
+        env.extend(proxy_env);
+        let spec = SandboxSpec {
+            volume: Some((cache, gate::CACHE)),
+            read_only_volume: warm.map(|warm| (warm, gate::WARM)),
+            ..self.spec(key, &env, port)
+        };
+        Sandbox::start(&spec)
+    }
+
+    /// Builds the warm cache in `volume`: `check` on a checkout of the base branch's tip `base`
+    /// (the forge's, no agent's commit), in a container of its own, removed after.
+    fn warm_up(&mut self, base: &str, volume: &str) -> Result<WarmUp> {
+        let ctx = self.ctx;
+        let key = warm_cache::warm_key(base);
+        let port = proxy::relay_port()?;
+        let proxy_env = self.open_proxy()?.sandbox_env(port);
+        let mut env = ctx.sandbox_env();
+        env.extend(gate::cache_env());
+        env.extend(proxy_env);
+        let spec = SandboxSpec {
+            volume: Some((volume, gate::CACHE)),
+            ..self.spec(&key, &env, port)
+        };
+        let sandbox = Sandbox::start(&spec)?;
+        let outcome = sandbox
+            .open_to_agent(gate::CACHE)
+            .and_then(|()| checkout::seed_base(&sandbox, self.repo, &ctx.remote))
+            .and_then(|()| gate::run(&sandbox, &ctx.config.commands.check, self.gate_bounds(), &ctx.redactor));
+        let removed = sandbox.remove();
+        let outcome = outcome?;
+        removed?;
+        Ok(match outcome.failed_step {
+            None => WarmUp::Built,
+            Some(step) => WarmUp::StepFailed(step),
+        })
+    }
+
+    /// How long a gate's (and a warm-up's) step may stay silent, and run at all.
+    fn gate_bounds(&self) -> gate::Bounds {
+        gate::Bounds {
+            idle: self.ctx.config.idle_timeout,
+            step: self.ctx.config.sandbox.turn_timeout,
         }
     }
 
@@ -249,30 +309,26 @@ impl Sandboxed for WorkSandbox<'_> {
 
     /// The work branch's tip, checked in a fresh container from the image: a checkout made from
     /// the work repository, a fresh `$HOME`, nothing the agent's container wrote, and a build
-    /// cache volume of its own, removed with the container: nothing carries over from an earlier
-    /// gate, whose commit the agent wrote too.
+    /// cache volume of its own, removed with the container, filled first with a copy of the
+    /// run's warm cache of the base branch (`warm_cache.rs`), which it mounts read-only: nothing
+    /// carries over from an earlier gate, whose commit the agent wrote too.
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
         // The commit the checkout below is made of: the branch's tip, as the seed bundles it.
         let commit = self.repo.tip()?;
         let started = Instant::now();
+        let base = self.repo.base_tip()?;
+        let warm = ctx
+            .warm_cache
+            .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
+                self.warm_up(&base, volume)
+            });
         let key = format!("{}-gate", self.key.slug());
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
         // `docker volume create` reuses a volume of that name: one a broken gate left goes first.
         sandbox::remove_volumes(&[&cache])?;
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
-        // The gate reaches the network as the agent does: through the work's proxy, as `egress`
-        // allows (a build fetches its dependencies).
-        let port = proxy::relay_port()?;
-        let proxy_env = self.open_proxy()?.sandbox_env(port);
-        let mut env = ctx.sandbox_env();
-        env.extend(gate::cache_env());
-        env.extend(proxy_env);
-        let spec = SandboxSpec {
-            volume: Some((&cache, gate::CACHE)),
-            ..self.spec(&key, &env, port)
-        };
-        let sandbox = match Sandbox::start(&spec) {
+        let sandbox = match self.start_gate_container(&key, &cache, warm.as_deref()) {
             Ok(sandbox) => sandbox,
             Err(error) => {
                 let _ = sandbox::remove_volumes(&[&cache]);
@@ -281,18 +337,12 @@ impl Sandboxed for WorkSandbox<'_> {
         };
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
+            .and_then(|()| match warm {
+                Some(_) => gate::copy_warm(&sandbox),
+                None => Ok(()),
+            })
             .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
-            .and_then(|()| {
-                gate::run(
-                    &sandbox,
-                    &ctx.config.commands.check,
-                    gate::Bounds {
-                        idle: ctx.config.idle_timeout,
-                        step: ctx.config.sandbox.turn_timeout,
-                    },
-                    &ctx.redactor,
-                )
-            });
+            .and_then(|()| gate::run(&sandbox, &ctx.config.commands.check, self.gate_bounds(), &ctx.redactor));
         let removed = sandbox
             .remove()
             .and_then(|()| sandbox::remove_volumes(&[&cache]));
