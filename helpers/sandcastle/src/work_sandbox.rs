@@ -1,8 +1,9 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
 //! with the agent's checkout of the work branch made inside it, in which agent turns run and from
 //! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
-//! the tip the host took in and a fresh build cache volume, both removed after it: no gate reads
-//! what another gate (an earlier commit's build) wrote.
+//! the tip the host took in and a fresh build cache volume (a copy of the run's warm cache, built
+//! from the base branch's tip alone), both removed after it: no gate reads what another gate (an
+//! earlier commit's build) wrote.
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
@@ -173,7 +174,14 @@ impl<'a> WorkSandbox<'a> {
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
             .and_then(|()| checkout::seed_base(&sandbox, self.repo, &ctx.remote))
-            .and_then(|()| gate::run(&sandbox, &ctx.config.commands.check, self.gate_bounds(), &ctx.redactor));
+            .and_then(|()| {
+                gate::run(
+                    &sandbox,
+                    &ctx.config.commands.check,
+                    self.gate_bounds(),
+                    &ctx.redactor,
+                )
+            });
         let removed = sandbox.remove();
         let outcome = outcome?;
         removed?;
@@ -318,11 +326,11 @@ impl Sandboxed for WorkSandbox<'_> {
         let commit = self.repo.tip()?;
         let started = Instant::now();
         let base = self.repo.base_tip()?;
-        let warm = ctx
-            .warm_cache
-            .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
-                self.warm_up(&base, volume)
-            });
+        let warm =
+            ctx.warm_cache
+                .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
+                    self.warm_up(&base, volume)
+                });
         let key = format!("{}-gate", self.key.slug());
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
         // `docker volume create` reuses a volume of that name: one a broken gate left goes first.
@@ -342,7 +350,14 @@ impl Sandboxed for WorkSandbox<'_> {
                 None => Ok(()),
             })
             .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
-            .and_then(|()| gate::run(&sandbox, &ctx.config.commands.check, self.gate_bounds(), &ctx.redactor));
+            .and_then(|()| {
+                gate::run(
+                    &sandbox,
+                    &ctx.config.commands.check,
+                    self.gate_bounds(),
+                    &ctx.redactor,
+                )
+            });
         let removed = sandbox
             .remove()
             .and_then(|()| sandbox::remove_volumes(&[&cache]));

@@ -432,9 +432,8 @@ if [ -e "$CARGO_TARGET_DIR/planted" ] || [ -e /gate-warm/cargo-target/planted ];
 /// branch tip; `WARM_CHECK` with `warm_up_exit` and `expect` (`warm` or `cold`). Returns the
 /// harness, the run's stderr, and the containers it created.
 fn two_gates_on_one_base(warm_up_exit: u8, expect: &str) -> (Harness, String, Vec<String>) {
-    let check = format!(
-        "[[\"sh\", \"-c\", '''{WARM_CHECK}''', \"sh\", \"{warm_up_exit}\", \"{expect}\"]]"
-    );
+    let check =
+        format!("[[\"sh\", \"-c\", '''{WARM_CHECK}''', \"sh\", \"{warm_up_exit}\", \"{expect}\"]]");
     let h = Harness::new(
         json!([
             {"match": "# Role: reviewer", "turns": [
