@@ -134,10 +134,11 @@ impl<'a> WorkSandbox<'a> {
         }
     }
 
-    /// A gate's fresh container, `key`, with `cache` mounted read-write at `gate::CACHE` and the
-    /// `warm` cache, if any, read-only at `gate::WARM`. The gate reaches the network as the agent
-    /// does: through the work's proxy, as `egress` allows (a build fetches its dependencies).
-    fn start_gate_container(
+    /// A fresh container for a gate or a warm-up, `key`, with `cache` mounted read-write at
+    /// `gate::CACHE` and the `warm` cache, if any, read-only at `gate::WARM`. It reaches the
+    /// network as the agent does: through the work's proxy, as `egress` allows (a build fetches
+    /// its dependencies).
+    fn start_build_container(
         &mut self,
         key: &str,
         cache: &str,
@@ -160,17 +161,7 @@ impl<'a> WorkSandbox<'a> {
     /// (the forge's, no agent's commit), in a container of its own, removed after.
     fn warm_up(&mut self, base: &str, volume: &str) -> Result<WarmUp> {
         let ctx = self.ctx;
-        let key = warm_cache::warm_key(base);
-        let port = proxy::relay_port()?;
-        let proxy_env = self.open_proxy()?.sandbox_env(port);
-        let mut env = ctx.sandbox_env();
-        env.extend(gate::cache_env());
-        env.extend(proxy_env);
-        let spec = SandboxSpec {
-            volume: Some((volume, gate::CACHE)),
-            ..self.spec(&key, &env, port)
-        };
-        let sandbox = Sandbox::start(&spec)?;
+        let sandbox = self.start_build_container(&warm_cache::warm_key(base), volume, None)?;
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
             .and_then(|()| checkout::seed_base(&sandbox, self.repo, &ctx.remote))
@@ -336,7 +327,7 @@ impl Sandboxed for WorkSandbox<'_> {
         // `docker volume create` reuses a volume of that name: one a broken gate left goes first.
         sandbox::remove_volumes(&[&cache])?;
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
-        let sandbox = match self.start_gate_container(&key, &cache, warm.as_deref()) {
+        let sandbox = match self.start_build_container(&key, &cache, warm.as_deref()) {
             Ok(sandbox) => sandbox,
             Err(error) => {
                 let _ = sandbox::remove_volumes(&[&cache]);

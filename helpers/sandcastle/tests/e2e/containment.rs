@@ -390,29 +390,39 @@ fn what_a_gate_wrote_into_its_cache_does_not_reach_the_next_gate() {
     assert!(h.volumes().is_empty(), "{:?}", h.volumes());
 }
 
-/// The names of the containers of `project` created since `since` (Unix seconds), as the engine's
-/// events list them.
-fn containers_created(project: &std::path::Path, since: u64) -> Vec<String> {
-    let until = std::time::SystemTime::now()
+/// Listens to the engine for the containers of `project` created from now on: streamed, since
+/// the engine keeps only its last few hundred events to replay, which other tests' fill on a shared
+/// engine. [`created_names`] stops it and reads what it heard.
+fn listen_for_created(project: &std::path::Path) -> std::process::Child {
+    let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_secs()
-        + 1;
+        .as_secs();
     let project = project.canonicalize().unwrap();
-    let out = std::process::Command::new("docker")
+    std::process::Command::new("docker")
         .args(["events", "--since", &since.to_string()])
-        .args(["--until", &until.to_string()])
         .args(["--filter", "type=container", "--filter", "event=create"])
         .arg("--filter")
         .arg(format!("label=sandcastle.project={}", project.display()))
         .args(["--format", "{{.Actor.Attributes.name}}"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The container names `events` (from [`listen_for_created`]) heard, once the run is over.
+fn created_names(mut events: std::process::Child) -> Vec<String> {
+    use std::io::Read;
+    events.kill().unwrap();
+    events.wait().unwrap();
+    let mut heard = String::new();
+    events
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut heard)
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    heard.lines().map(str::to_string).collect()
 }
 
 /// `check` for the warm cache's tests: on the base branch's tip (the warm-up) it leaves
@@ -445,14 +455,11 @@ fn two_gates_on_one_base(warm_up_exit: u8, expect: &str) -> (Harness, String, Ve
         &format!("[commands]\ncheck = {check}"),
     );
     let issue = h.create_issue("The work", "Do the work.", &["ready-for-agent"]);
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let events = listen_for_created(h.project());
     let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    let created = created_names(events);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
-    let created = containers_created(h.project(), since);
 
     assert_eq!(
         h.remote_log("sandcastle/issue-1")[..2],
