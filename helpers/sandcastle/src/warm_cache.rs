@@ -123,3 +123,67 @@ pub fn warm_key(base: &str) -> String {
 fn short(commit: &str) -> String {
     commit.chars().take(12).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandcastle_core::secrets::{EnvFile, Redactor};
+    use std::process::Command;
+
+    /// The volumes labelled as run `run_id`'s.
+    fn volumes_of(run_id: &str) -> Vec<String> {
+        let out = Command::new("docker")
+            .args(["volume", "ls", "-q", "--filter"])
+            .arg(format!("label={}={run_id}", sandbox::RUN_LABEL))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Real Docker volumes: one warm-up per base commit, however often it is asked for; the old
+    /// base's volume goes when the base moves; a failed warm-up leaves no volume and is not tried
+    /// again for that base; the run's end takes the last one.
+    #[test]
+    fn one_warm_up_per_base_and_the_old_volume_goes_when_the_base_moves() {
+        if sandbox::engine_answers().is_err() {
+            return;
+        }
+        let run_id = format!("test-warm-{}", std::process::id());
+        let project = tempfile::tempdir().unwrap();
+        let progress = Progress::new(Redactor::new(&EnvFile { vars: Vec::new() }));
+        let cache = WarmCache::default();
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let mut warm_ups = Vec::new();
+        let mut ask = |base: &str, result: fn() -> Result<WarmUp>| {
+            cache.volume(&run_id, project.path(), base, &progress, |volume| {
+                warm_ups.push(volume.to_string());
+                result()
+            })
+        };
+
+        let first = ask(&a, || Ok(WarmUp::Built)).expect("built");
+        assert_eq!(ask(&a, || Ok(WarmUp::Built)), Some(first.clone()));
+        assert_eq!(volumes_of(&run_id), [first.clone()]);
+        let moved = ask(&b, || Ok(WarmUp::Built)).expect("built");
+        assert_ne!(moved, first);
+        assert_eq!(volumes_of(&run_id), [moved.clone()]);
+        assert_eq!(
+            ask(&c, || Ok(WarmUp::StepFailed("cargo test".into()))),
+            None
+        );
+        assert_eq!(ask(&c, || Ok(WarmUp::Built)), None);
+        assert!(volumes_of(&run_id).is_empty(), "{:?}", volumes_of(&run_id));
+        let back = ask(&a, || Ok(WarmUp::Built)).expect("built");
+        assert_eq!(
+            warm_ups,
+            [first, moved, volume_name(&run_id, &c), back.clone()]
+        );
+        assert_eq!(volumes_of(&run_id), [back]);
+
+        cache.remove().unwrap();
+        assert!(volumes_of(&run_id).is_empty(), "{:?}", volumes_of(&run_id));
+    }
+}
