@@ -166,10 +166,10 @@ mod tests {
 
         let first = ask(&a, || Ok(WarmUp::Built)).expect("built");
         assert_eq!(ask(&a, || Ok(WarmUp::Built)), Some(first.clone()));
-        assert_eq!(volumes_of(&run_id), [first.clone()]);
+        assert_eq!(volumes_of(&run_id), std::slice::from_ref(&first));
         let moved = ask(&b, || Ok(WarmUp::Built)).expect("built");
         assert_ne!(moved, first);
-        assert_eq!(volumes_of(&run_id), [moved.clone()]);
+        assert_eq!(volumes_of(&run_id), std::slice::from_ref(&moved));
         assert_eq!(
             ask(&c, || Ok(WarmUp::StepFailed("cargo test".into()))),
             None
