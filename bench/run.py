@@ -454,31 +454,41 @@ def run_ours(work, docker, image, workload, log, env_extra=None):
         docker.sweep()
 
 
-# --- the gate: a fresh container per gate, with a per-work build cache -----------------------------
+# --- the gate: a fresh container per gate, its cache a copy of the base branch's warm one ---------
 
 
 def gate_crate(work):
-    """A small Rust library with one dependency (regex, vendored from the local registry cache, so
-    it builds offline): what a gate builds. Dependencies are what a warm cache spares; the crate's
-    own files are rebuilt in every gate, since a fresh checkout gives them new mtimes."""
+    """A small Rust library with only std (so it builds offline): a few modules and their tests,
+    what a gate builds and tests. The stand-in agent's commit adds one line to `src/lib.rs`."""
     crate = work / "gate-crate"
     (crate / "src").mkdir(parents=True)
     (crate / "Cargo.toml").write_text(
-        '[package]\nname = "gatebench"\nversion = "0.1.0"\nedition = "2021"\n\n'
-        '[dependencies]\nregex = "1"\n')
-    (crate / "src" / "lib.rs").write_text(
-        'pub fn words(text: &str) -> usize {\n    regex::Regex::new(r"\\w+").unwrap().find_iter(text).count()\n}\n')
-    sh("cargo", "generate-lockfile", "--offline", cwd=crate)
-    sh("cargo", "vendor", "--offline", "-q", "vendor", cwd=crate)
-    (crate / ".cargo").mkdir()
-    (crate / ".cargo" / "config.toml").write_text(
-        '[source.crates-io]\nreplace-with = "vendored"\n\n[source.vendored]\ndirectory = "vendor"\n')
+        '[package]\nname = "gatebench"\nversion = "0.1.0"\nedition = "2021"\n')
+    modules = ["tokens", "shapes", "stats", "table", "graph", "text"]
+    (crate / "src" / "lib.rs").write_text("".join(f"pub mod {m};\n" for m in modules))
+    for m in modules:
+        items = []
+        for i in range(40):
+            items.append(
+                f"#[derive(Debug, Clone, PartialEq, Default)]\npub struct Item{i} {{ pub a: u64, pub b: String, pub c: Vec<u32> }}\n"
+                f"impl Item{i} {{\n    pub fn new(a: u64) -> Self {{ Item{i} {{ a, b: format!(\"{m}-{{a}}\"), c: (0..(a as u32 % 7)).collect() }} }}\n"
+                f"    pub fn score(&self) -> u64 {{ self.a * {i + 1} + self.b.len() as u64 + self.c.iter().map(|&x| x as u64).sum::<u64>() }}\n}}\n"
+                f"pub fn total{i}<I: IntoIterator<Item = u64>>(values: I) -> u64 {{ values.into_iter().map(|v| Item{i}::new(v).score()).sum() }}\n")
+        tests = "".join(
+            f"    #[test]\n    fn total{i}_adds_scores() {{ assert_eq!(total{i}([1u64, 2]), Item{i}::new(1).score() + Item{i}::new(2).score()); }}\n"
+            for i in range(40))
+        (crate / "src" / f"{m}.rs").write_text(
+            "use std::collections::BTreeMap;\n" + "".join(items)
+            + "pub fn index(words: &[&str]) -> BTreeMap<String, usize> {\n"
+              "    let mut map = BTreeMap::new();\n    for w in words { *map.entry(w.to_string()).or_insert(0) += 1; }\n    map\n}\n"
+            + f"#[cfg(test)]\nmod tests {{\n    use super::*;\n{tests}}}\n")
     return crate
 
 
-def gate_run(work, docker, image, check, iterations, tree, mounts, log):
+def gate_run(work, docker, image, check, iterations, tree, mounts, env, log):
     """One `run --once --issue 1` of ours with `check`: the gate runs' seconds from the run report."""
-    ours = Ours(work, image, 1, 1, iterations, {"BENCH_COMPLETE": "1", "BENCH_PLAN_MAX": "1"},
+    ours = Ours(work, image, 1, 1, iterations,
+                {"BENCH_COMPLETE": "1", "BENCH_PLAN_MAX": "1", **env},
                 check=check, mounts=mounts, tree=tree)
     try:
         argv = [RELEASE / "sandcastle", "-C", ours.project, "run", "--once", "--issue", "1"]
@@ -492,27 +502,67 @@ def gate_run(work, docker, image, check, iterations, tree, mounts, log):
         docker.sweep()
 
 
+# `cargo build` of the crate and `cargo check --all-targets` (its tests compiled, not linked: the test
+# image has no C linker; the host's toolchain is mounted at /opt/rust), then: passes
+# on the base branch's tip (0 commits past it: the warm-up) unless $1 is `cold-base`, fails on the
+# first implementer turn's commit and passes on the second's.
+GATE_CHECK = ('[["sh", "-c", "n=$(git rev-list --count origin/main..HEAD); '
+              'PATH=/opt/rust/bin:$PATH; cargo build --offline -q && cargo check --offline -q --all-targets && '
+              '{ { [ $n -eq 0 ] && [ $1 != cold-base ]; } || [ $n -ge 2 ]; }", "sh", "%s"]]')
+
+
+def persistent_build(image, crate, mounts, runs):
+    """The baseline: the gate's `cargo build` and `cargo check --all-targets` in one persistent container that built the crate
+    once already, after the same one-line change to `src/lib.rs`: seconds of each."""
+    name = f"scbench-persistent-{os.getpid()}"
+    volumes = [a for m in mounts for a in ("-v", f"{m}:ro")]
+    sh("docker", "run", "-d", "--name", name, "--network", "none", *volumes,
+       "--entrypoint", "sleep", image, "infinity")
+    try:
+        sh("docker", "cp", f"{crate}/.", f"{name}:/crate")
+        build = ("cd /crate && PATH=/opt/rust/bin:$PATH; "
+                 "cargo build --offline -q && cargo check --offline -q --all-targets")
+        sh("docker", "exec", "-u", "0", name, "sh", "-c", build)
+        seconds = []
+        for _ in range(runs):
+            edit = "printf 'pub const BENCH_EDIT_%s: u32 = 1;\\n' \"$(date +%s%N)\" >> /crate/src/lib.rs"
+            sh("docker", "exec", "-u", "0", name, "sh", "-c", edit)
+            t = time.perf_counter()
+            sh("docker", "exec", "-u", "0", name, "sh", "-c", build)
+            seconds.append(time.perf_counter() - t)
+        return seconds
+    finally:
+        sh("docker", "rm", "-f", name, check=False)
+
+
 def gate_cost(work, docker, image, runs, logs):
     """The gate's cost (--gate): with `check = [["true"]]` (the fresh container, the checkout and
-    the removal alone), and with a cargo build of a crate with a dependency, whose first gate fails
-    (cold cache) and second passes (warm): the seconds of each gate run, min / median / max."""
+    the removal alone); with `cargo build` and `cargo check --all-targets` of a std-only crate on a commit that changes
+    one source file, the second gate of the work (warm: its cache a copy of the base branch's), the
+    first (which waits for the warm-up on the base branch's tip), and a gate whose warm-up failed
+    (cold); and the same build in a persistent container that built the crate before. Seconds of
+    each, min / median / max."""
     sysroot = sh("rustc", "--print", "sysroot").strip()
     mounts = [f"{Path(sysroot).resolve()}:/opt/rust"]
     crate = gate_crate(work)
-    # The stand-in agent commits once per turn (the assessor's included): the check fails on the
-    # first implementer turn's commits (two) and passes on the second's (three).
-    build = ('[["sh", "-c", "PATH=/opt/rust/bin:$PATH cargo build --offline -q && '
-             'test $(git rev-list --count origin/main..HEAD) -ge 3"]]')
-    empty, cold, warm = [], [], []
+    edit = {"BENCH_EDIT": "src/lib.rs"}
+    empty, first, warm, cold = [], [], [], []
     for i in range(runs):
         print(f"bench: gate run {i + 1}/{runs}", flush=True)
-        empty += gate_run(work, docker, image, '[["true"]]', 1, None, [], logs / f"gate-true-{i}.log")
-        seconds = gate_run(work, docker, image, build, 3, crate, mounts, logs / f"gate-cargo-{i}.log")
+        empty += gate_run(work, docker, image, '[["true"]]', 1, None, [], {}, logs / f"gate-true-{i}.log")
+        seconds = gate_run(work, docker, image, GATE_CHECK % "warm-base", 3, crate, mounts, edit,
+                           logs / f"gate-warm-{i}.log")
         if len(seconds) != 2:
-            raise BenchError(f"gate: expected two gate runs (cold, warm), got {seconds}")
-        cold.append(seconds[0])
+            raise BenchError(f"gate: expected two gate runs (warm-up and gate, gate), got {seconds}")
+        first.append(seconds[0])
         warm.append(seconds[1])
-    return {"true": spread(empty), "cargo_cold": spread(cold), "cargo_warm": spread(warm)}
+        seconds = gate_run(work, docker, image, GATE_CHECK % "cold-base", 3, crate, mounts, edit,
+                           logs / f"gate-cold-{i}.log")
+        cold.append(seconds[1])
+    persistent = persistent_build(image, crate, mounts, runs)
+    return {"true": spread(empty), "cargo_first_with_warm_up": spread(first),
+            "cargo_warm": spread(warm), "cargo_cold": spread(cold),
+            "cargo_persistent": spread(persistent)}
 
 
 # --- W8 on one host and on two: a second Docker engine on this machine stands in for a second host
@@ -1102,7 +1152,7 @@ def gate(args, runs):
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gate.json").write_text(json.dumps(result, indent=2) + "\n")
     for name, s in result["gate_s"].items():
-        print(f"gate {name:11} {fmt_s(s)}")
+        print(f"gate {name:24} {fmt_s(s)}")
 
 
 def failed_note(result):

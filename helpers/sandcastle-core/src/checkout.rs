@@ -87,12 +87,24 @@ git update-ref -d refs/sandcastle/snapshot"#;
 
 /// Makes the agent's checkout of `repo`'s work branch in the sandbox, in one `docker exec`.
 pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
+    seed_with(sandbox, repo, remote, SEED)
+}
+
+/// Makes a checkout of `repo`'s `origin/<base>` (the base branch as fetched from the forge, no
+/// agent's commit) in the sandbox, HEAD detached there: what the gate's warm cache is built from.
+pub fn seed_base(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
+    let script = format!("{SEED}\ngit checkout --quiet --detach \"refs/remotes/origin/$base\"");
+    seed_with(sandbox, repo, remote, &script)
+}
+
+/// Runs `script` (with [`SEED`]'s arguments and the seed bundle on stdin) in one `docker exec`.
+fn seed_with(sandbox: &Sandbox, repo: &WorkRepo, remote: &str, script: &str) -> Result<()> {
     let bundle = repo.scratch_file()?;
     repo.seed_bundle(bundle.path())?;
     let argv = [
         "sh",
         "-c",
-        SEED,
+        script,
         "sh",
         &repo.branch,
         &repo.base,

@@ -296,6 +296,18 @@ impl WorkRepo {
         )
     }
 
+    /// The commit `origin/<base>` is at: the base branch as last fetched from the forge.
+    pub fn base_tip(&self) -> Result<String> {
+        self.git().output(
+            &[
+                "rev-parse",
+                "--verify",
+                &format!("{}^{{commit}}", self.fetched_base()),
+            ],
+            "rev-parse",
+        )
+    }
+
     /// Whether the work branch contains `rev` (a commit id, or `origin/<base>` as `refs/remotes/…`).
     pub fn contains(&self, rev: &str) -> Result<bool> {
         let git = self.git();

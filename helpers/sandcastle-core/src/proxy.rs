@@ -18,8 +18,10 @@
 //! request heads of `MAX_HEAD_BYTES` and bodies of `MAX_REQUEST_BYTES`, and a request that
 //! sends nothing for `IDLE` is dropped.
 //!
-//! hyper serves the socket on a small tokio runtime; the upstream call is ureq's, on tokio's
-//! blocking pool, its HTTPS checked against the roots of `tls.rs`.
+//! hyper serves the socket on a current-thread tokio runtime driven by one thread of its own (the
+//! proxy waits on sockets, it computes nothing: one thread is enough, and holds the least memory);
+//! the upstream call is ureq's, on tokio's blocking pool, its HTTPS checked against the roots of
+//! `tls.rs`.
 mod budget;
 mod egress;
 mod meter;
@@ -212,7 +214,9 @@ impl Upstream {
 
 /// The proxy of one run: a runtime serving every work's socket.
 pub struct Proxy {
-    runtime: tokio::runtime::Runtime,
+    /// The current-thread runtime that [`Driver`] runs.
+    runtime: tokio::runtime::Handle,
+    _driver: Driver,
     /// Where each work's socket directory is made: the run's own directory.
     sockets: PathBuf,
     upstream: Arc<Upstream>,
@@ -250,15 +254,16 @@ pub struct Budget {
 impl Proxy {
     /// Each work's socket directory is made in `sockets`, the run's own directory.
     pub fn start(upstream: Upstream, policy: Policy, sockets: &Path) -> Result<Proxy> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .thread_name("sandcastle-proxy")
             .enable_io()
             .enable_time()
             .build()
             .context("cannot start the model proxy's runtime")?;
+        let handle = runtime.handle().clone();
         Ok(Proxy {
-            runtime,
+            runtime: handle,
+            _driver: Driver::start(runtime)?,
             sockets: sockets.to_path_buf(),
             upstream: Arc::new(upstream),
             run: Arc::new(RunMeter {
@@ -326,6 +331,28 @@ impl Proxy {
             task,
             work,
         })
+    }
+}
+
+/// The one thread that drives the proxy's current-thread runtime (its tasks, sockets and timers)
+/// until the proxy drops.
+struct Driver {
+    /// Dropped with the proxy: the thread's `block_on` returns and the runtime shuts down.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Driver {
+    fn start(runtime: tokio::runtime::Runtime) -> Result<Driver> {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("sandcastle-proxy".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                });
+            })
+            .context("cannot start the model proxy's thread")?;
+        Ok(Driver { _stop: stop })
     }
 }
 

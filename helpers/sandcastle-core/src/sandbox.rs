@@ -79,6 +79,9 @@ pub struct SandboxSpec<'a> {
     /// A Docker volume (`create_volume`) mounted read-write at a container path: only the gate's
     /// containers get one, their build cache.
     pub volume: Option<(&'a str, &'a str)>,
+    /// A Docker volume mounted read-only at a container path: only a gate's container gets one,
+    /// the warm build cache it copies from (`gate::WARM`).
+    pub read_only_volume: Option<(&'a str, &'a str)>,
     /// The container's main process: the relay to the work's model proxy socket.
     pub relay: Relay<'a>,
 }
@@ -196,7 +199,12 @@ impl Sandbox {
     /// Runs `argv` as [`Sandbox::exec_command`] does, stdin closed, to its end within the engine
     /// call's bound; its trimmed stdout, or an error naming `what` with the first stderr line.
     pub fn run(&self, argv: &[&str], what: &str) -> Result<String> {
-        self.exec_command(argv)?.finish(what)
+        self.run_at(WORKSPACE, argv, what)
+    }
+
+    /// [`Sandbox::run`] in `workdir` (before the checkout exists, `/`).
+    pub fn run_at(&self, workdir: &str, argv: &[&str], what: &str) -> Result<String> {
+        self.exec_at(workdir, argv)?.finish(what)
     }
 
     /// Runs `argv` in the sandbox and writes what it prints to `dest`, a new file the host creates
@@ -411,6 +419,9 @@ fn container_config(spec: &SandboxSpec) -> Result<(String, ContainerCreateBody)>
     }
     if let Some((volume, container)) = spec.volume {
         binds.push(format!("{volume}:{container}"));
+    }
+    if let Some((volume, container)) = spec.read_only_volume {
+        binds.push(format!("{volume}:{container}:ro"));
     }
     let memory = sandcastle_config::memory_bytes(spec.memory).with_context(|| {
         format!(
@@ -814,6 +825,7 @@ mod tests {
             env,
             tea: None,
             volume: None,
+            read_only_volume: None,
             relay: Relay {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
             },
@@ -842,7 +854,7 @@ mod tests {
         assert_eq!(config.entrypoint, Some(vec!["sandcastle".to_string()]));
         assert_eq!(
             config.cmd.clone().unwrap().join(" "),
-            "relay --listen 127.0.0.1:41000 --socket /run/sandcastle/proxy.sock"
+            "relay --listen 127.0.0.1:0 --socket /run/sandcastle/proxy.sock"
         );
         let host = config.host_config.clone().unwrap();
         assert_eq!(host.init, Some(true));

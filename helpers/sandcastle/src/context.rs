@@ -2,6 +2,7 @@
 use crate::handlers::Handlers;
 use crate::prompts;
 use crate::report::Report;
+use crate::warm_cache::WarmCache;
 use anyhow::{Context as _, Result, bail};
 use sandcastle_config::{Config, ConfigError};
 use sandcastle_core::forge::Forge;
@@ -64,6 +65,8 @@ pub struct Context {
     pub proxy: Proxy,
     /// The run's own host directory, holding the proxy's sockets; removed as the run ends.
     pub run_dir: RunDir,
+    /// The gates' warm build cache, built from the base branch's tip.
+    pub warm_cache: WarmCache,
 }
 
 /// The config and `.env` of the project at `project`, without touching the network.
@@ -234,6 +237,7 @@ impl Context {
             progress,
             stopping: AtomicBool::new(false),
             plan_memo: Mutex::new(None),
+            warm_cache: WarmCache::default(),
             held_claims: Mutex::new(Vec::new()),
             clarifies,
             handlers: Handlers::detached(),

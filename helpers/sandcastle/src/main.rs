@@ -25,6 +25,7 @@ mod run;
 mod seam;
 mod state;
 mod waiting_cmd;
+mod warm_cache;
 mod work_sandbox;
 
 use clap::{Parser, Subcommand};

@@ -107,6 +107,10 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
             sleep_unless(&ctx, wait);
         }
     }
+    if let Err(e) = ctx.warm_cache.remove() {
+        ctx.progress
+            .note(&format!("could not remove the gates' warm cache: {e:#}"));
+    }
     finish(&ctx);
     Ok(if failed {
         ExitCode::FAILURE

@@ -1,8 +1,9 @@
 //! The sandbox of one piece of work, as the driver sees it: a container started when first needed,
 //! with the agent's checkout of the work branch made inside it, in which agent turns run and from
 //! which the commits come out; and, for each gate, a fresh container of its own with a checkout of
-//! the tip the host took in and a fresh build cache volume, both removed after it: no gate reads
-//! what another gate (an earlier commit's build) wrote.
+//! the tip the host took in and a fresh build cache volume (a copy of the run's warm cache, built
+//! from the base branch's tip alone), both removed after it: no gate reads what another gate (an
+//! earlier commit's build) wrote.
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
@@ -14,6 +15,7 @@
 use crate::context::Context;
 use crate::prompts::turns;
 use crate::seam::{Heard, Sandboxed, Turn};
+use crate::warm_cache::{self, WarmUp};
 use anyhow::Result;
 use sandcastle_core::agent::{self, AgentEvent, AgentOutcome, AgentRun, CommitsOut, TimeLimit};
 use sandcastle_core::ask;
@@ -141,9 +143,68 @@ impl<'a> WorkSandbox<'a> {
             env,
             tea: None,
             volume: None,
+            read_only_volume: None,
             relay: Relay {
                 socket_dir: proxy.dir(),
             },
+        }
+    }
+
+    /// A fresh container for a gate or a warm-up, `key`, with `cache` mounted read-write at
+    /// `gate::CACHE` and the `warm` cache, if any, read-only at `gate::WARM`. It reaches the
+    /// network as the agent does: through the work's proxy, as `egress` allows (a build fetches
+    /// its dependencies).
+    fn start_build_container(
+        &mut self,
+        key: &str,
+        cache: &str,
+        warm: Option<&str>,
+    ) -> Result<Sandbox> {
+        // The gate reaches the network as the agent does: through the work's proxy, as `egress`
+        // allows (a build fetches its dependencies).
+        self.open_proxy()?;
+        let mut env = self.ctx.sandbox_env();
+        env.extend(gate::cache_env());
+        let spec = SandboxSpec {
+            volume: Some((cache, gate::CACHE)),
+            read_only_volume: warm.map(|warm| (warm, gate::WARM)),
+            ..self.spec(key, &env)
+        };
+        let mut sandbox = Sandbox::start(&spec)?;
+        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
+        Ok(sandbox)
+    }
+
+    /// Builds the warm cache in `volume`: `check` on a checkout of the base branch's tip `base`
+    /// (the forge's, no agent's commit), in a container of its own, removed after.
+    fn warm_up(&mut self, base: &str, volume: &str) -> Result<WarmUp> {
+        let ctx = self.ctx;
+        let sandbox = self.start_build_container(&warm_cache::warm_key(base), volume, None)?;
+        let outcome = sandbox
+            .open_to_agent(gate::CACHE)
+            .and_then(|()| checkout::seed_base(&sandbox, self.repo, &ctx.remote))
+            .and_then(|()| {
+                gate::run(
+                    &sandbox,
+                    &ctx.config.commands.check,
+                    self.gate_bounds(),
+                    &ctx.redactor,
+                )
+            });
+        let removed = sandbox.remove();
+        let outcome = outcome?;
+        removed?;
+        Ok(match outcome.failed_step {
+            None => WarmUp::Built,
+            Some(step) => WarmUp::StepFailed(step),
+        })
+    }
+
+    /// How long a gate's (and a warm-up's) step may stay silent, and run at all.
+    fn gate_bounds(&self) -> gate::Bounds {
+        gate::Bounds {
+            idle: self.ctx.config.idle_timeout,
+            step: self.ctx.config.sandbox.turn_timeout,
         }
     }
 
@@ -345,46 +406,44 @@ impl Sandboxed for WorkSandbox<'_> {
 
     /// The work branch's tip, checked in a fresh container from the image: a checkout made from
     /// the work repository, a fresh `$HOME`, nothing the agent's container wrote, and a build
-    /// cache volume of its own, removed with the container: nothing carries over from an earlier
-    /// gate, whose commit the agent wrote too.
+    /// cache volume of its own, removed with the container, filled first with a copy of the
+    /// run's warm cache of the base branch (`warm_cache.rs`), which it mounts read-only: nothing
+    /// carries over from an earlier gate, whose commit the agent wrote too.
     fn gate(&mut self) -> Result<GateOutcome> {
         let ctx = self.ctx;
         // The commit the checkout below is made of: the branch's tip, as the seed bundles it.
         let commit = self.repo.tip()?;
         let started = Instant::now();
+        let base = self.repo.base_tip()?;
+        let warm =
+            ctx.warm_cache
+                .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
+                    self.warm_up(&base, volume)
+                });
         let key = format!("{}-gate", self.key.slug());
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
         // `docker volume create` reuses a volume of that name: one a broken gate left goes first.
         sandbox::remove_volumes(&[&cache])?;
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
-        // The gate reaches the network as the agent does: through the work's proxy, as `egress`
-        // allows (a build fetches its dependencies).
-        self.open_proxy()?;
-        let mut env = ctx.sandbox_env();
-        env.extend(gate::cache_env());
-        let spec = SandboxSpec {
-            volume: Some((&cache, gate::CACHE)),
-            ..self.spec(&key, &env)
-        };
-        let mut sandbox = match Sandbox::start(&spec) {
+        let sandbox = match self.start_build_container(&key, &cache, warm.as_deref()) {
             Ok(sandbox) => sandbox,
             Err(error) => {
                 let _ = sandbox::remove_volumes(&[&cache]);
                 return Err(error);
             }
         };
-        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
         let outcome = sandbox
             .open_to_agent(gate::CACHE)
+            .and_then(|()| match warm {
+                Some(_) => gate::copy_warm(&sandbox),
+                None => Ok(()),
+            })
             .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
             .and_then(|()| {
                 gate::run(
                     &sandbox,
                     &ctx.config.commands.check,
-                    gate::Bounds {
-                        idle: ctx.config.idle_timeout,
-                        step: ctx.config.sandbox.turn_timeout,
-                    },
+                    self.gate_bounds(),
                     &ctx.redactor,
                 )
             });

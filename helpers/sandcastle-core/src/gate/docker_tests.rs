@@ -1,5 +1,6 @@
 //! The gate in a real sandbox: the operator's steps, in order, the first failure stopping.
 use super::*;
+use crate::sandbox::{self, SandboxSpec};
 use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
 use crate::secrets::EnvFile;
 
@@ -106,4 +107,71 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
     assert!(chatty.tail.contains("turnTimeout"), "{}", chatty.tail);
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(!exec(&sandbox, &["ps", "-eo", "args"]).contains("tick"));
+}
+
+/// The warm cache (filled by a container that mounts it writable, as the warm-up does) is copied
+/// whole into the gate's own cache, hidden files and nested directories too; in the gate, the warm
+/// volume takes no write, and what the gate writes into its copy does not reach it.
+#[test]
+fn the_warm_cache_is_copied_whole_and_the_gate_writes_only_its_copy() {
+    if !docker_ready() {
+        return;
+    }
+    let test_run = TestRun::new("gate-warm");
+    let warm = format!("{}-warm", test_run.id);
+    let cache = format!("{}-cache", test_run.id);
+    let project = std::path::Path::new("/nonexistent/sandcastle-test-project");
+    for volume in [&warm, &cache] {
+        sandbox::create_volume(volume, &test_run.id, project).unwrap();
+    }
+    let warming = Sandbox::start(&SandboxSpec {
+        volume: Some((&warm, CACHE)),
+        ..spec(&test_run, "warm", &[])
+    })
+    .unwrap();
+    warming.open_to_agent(CACHE).unwrap();
+    exec(
+        &warming,
+        &[
+            "sh",
+            "-c",
+            "mkdir -p /gate-cache/cargo-target/debug && echo built > /gate-cache/cargo-target/debug/lib && echo hidden > /gate-cache/.hidden",
+        ],
+    );
+    warming.remove().unwrap();
+
+    let gate = Sandbox::start(&SandboxSpec {
+        volume: Some((&cache, CACHE)),
+        read_only_volume: Some((&warm, WARM)),
+        ..spec(&test_run, "gate", &[])
+    })
+    .unwrap();
+    gate.open_to_agent(CACHE).unwrap();
+    copy_warm(&gate).unwrap();
+
+    let copied = [
+        "cat",
+        "/gate-cache/cargo-target/debug/lib",
+        "/gate-cache/.hidden",
+    ];
+    assert_eq!(exec(&gate, &copied).trim(), "built\nhidden");
+    exec(
+        &gate,
+        &[
+            "sh",
+            "-c",
+            "echo planted > /gate-cache/cargo-target/debug/lib",
+        ],
+    );
+    let write = gate
+        .exec_command(&[
+            "sh",
+            "-c",
+            "echo planted > /gate-warm/cargo-target/debug/lib",
+        ])
+        .and_then(|exec| exec.output())
+        .unwrap();
+    assert!(!write.status.success(), "the warm volume took a write");
+    let warm_lib = ["cat", "/gate-warm/cargo-target/debug/lib"];
+    assert_eq!(exec(&gate, &warm_lib).trim(), "built");
 }

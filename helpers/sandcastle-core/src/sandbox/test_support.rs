@@ -81,6 +81,7 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         env,
         tea: None,
         volume: None,
+        read_only_volume: None,
         relay: Relay {
             socket_dir: run.proxy_dir.path(),
         },

@@ -396,3 +396,148 @@ fn what_a_gate_wrote_into_its_cache_does_not_reach_the_next_gate() {
     assert!(!body.contains("GATE-SAYS"), "{body}");
     assert!(h.volumes().is_empty(), "{:?}", h.volumes());
 }
+
+/// Listens to the engine for the containers of `project` created from now on: streamed, since
+/// the engine keeps only its last few hundred events to replay, which other tests' fill on a shared
+/// engine. [`created_names`] stops it and reads what it heard.
+fn listen_for_created(project: &std::path::Path) -> std::process::Child {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let project = project.canonicalize().unwrap();
+    std::process::Command::new("docker")
+        .args(["events", "--since", &since.to_string()])
+        .args(["--filter", "type=container", "--filter", "event=create"])
+        .arg("--filter")
+        .arg(format!("label=sandcastle.project={}", project.display()))
+        .args(["--format", "{{.Actor.Attributes.name}}"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The container names `events` (from [`listen_for_created`]) heard, once the run is over.
+fn created_names(mut events: std::process::Child) -> Vec<String> {
+    use std::io::Read;
+    events.kill().unwrap();
+    events.wait().unwrap();
+    let mut heard = String::new();
+    events
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut heard)
+        .unwrap();
+    heard.lines().map(str::to_string).collect()
+}
+
+/// `check` for the warm cache's tests: on the base branch's tip (the warm-up) it leaves
+/// `from-base` in the cache, and `$1` more; on any other commit, `GATE-SAYS` and a failure when
+/// the cache does not hold what `$2` says (`warm` or `cold`), when the warm cache mounted at
+/// `/gate-warm` takes a write, or when the cache or the warm cache holds what an earlier gate
+/// planted; a commit carrying `plant` plants `planted` in its cache.
+const WARM_CHECK: &str = r#"mkdir -p "$CARGO_TARGET_DIR"
+if [ "$(git rev-parse HEAD)" = "$(git rev-parse origin/main)" ]; then echo base > "$CARGO_TARGET_DIR/from-base"; exit "$1"; fi
+if [ "$2" = warm ] && [ ! -f "$CARGO_TARGET_DIR/from-base" ]; then echo 'GATE-SAYS: the cache is cold'; exit 1; fi
+if [ "$2" = cold ] && [ -e "$CARGO_TARGET_DIR/from-base" ]; then echo 'GATE-SAYS: a failed warm-up was used'; exit 1; fi
+if [ -d /gate-warm ] && touch /gate-warm/cargo-target/written 2>/dev/null; then echo 'GATE-SAYS: the warm cache took a write'; exit 1; fi
+if [ -f plant ]; then touch "$CARGO_TARGET_DIR/planted"; exit 0; fi
+if [ -e "$CARGO_TARGET_DIR/planted" ] || [ -e /gate-warm/cargo-target/planted ]; then echo 'GATE-SAYS: an earlier gate planted this'; exit 1; fi"#;
+
+/// The implementer commits `plant`, the reviewer drops it: two gates on two commits, on one base
+/// branch tip; `WARM_CHECK` with `warm_up_exit` and `expect` (`warm` or `cold`). Returns the
+/// harness, the run's stderr, and the containers it created.
+fn two_gates_on_one_base(warm_up_exit: u8, expect: &str) -> (Harness, String, Vec<String>) {
+    let check =
+        format!("[[\"sh\", \"-c\", '''{WARM_CHECK}''', \"sh\", \"{warm_up_exit}\", \"{expect}\"]]");
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [
+                {"bash": "git rm -q plant && git commit -qm 'Drop plant'", "description": "commit"},
+                {"text": format!("Dropped a stray file. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [
+                commit("plant", "Plant"),
+                {"text": format!("Done. {COMPLETE}")}]}]),
+        &format!("[commands]\ncheck = {check}"),
+    );
+    let issue = h.create_issue("The work", "Do the work.", &["ready-for-agent"]);
+    let events = listen_for_created(h.project());
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    let created = created_names(events);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")[..2],
+        ["Drop plant", "Plant"]
+    );
+    let prompts = implementer_prompts(&h);
+    assert!(
+        !prompts.iter().any(|p| p.contains("GATE-SAYS")),
+        "{prompts:?}"
+    );
+    let body = h.only_pull_body();
+    let tip = h.pulls()[0]["head"]["sha"].as_str().unwrap().to_string();
+    assert!(
+        body.contains(&format!("`check` passed on {tip}, ")) && body.contains("(gate runs: 2)"),
+        "{body}"
+    );
+    assert!(!body.contains("GATE-SAYS"), "{body}");
+    assert!(h.volumes().is_empty(), "{:?}", h.volumes());
+    assert!(h.containers().is_empty(), "{:?}", h.containers());
+    (h, stderr, created)
+}
+
+/// Both gates start from the warm cache the base branch's tip built (they fail without
+/// `from-base`), which was built once: one warm-up container for two gates. What the first gate's
+/// commit planted in its cache reaches neither the second gate's cache nor the warm cache, and
+/// the warm cache is read-only in both (a write fails). The warm volume goes with the run.
+#[test]
+fn gates_start_warm_from_the_base_and_write_only_their_own_copy() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (_h, stderr, created) = two_gates_on_one_base(0, "warm");
+
+    let warm_ups: Vec<&String> = created.iter().filter(|n| n.contains("-warm-")).collect();
+    assert_eq!(warm_ups.len(), 1, "{created:?}");
+    let gates = created.iter().filter(|n| n.ends_with("-gate")).count();
+    assert_eq!(gates, 2, "{created:?}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("gate cache: "))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("gate cache: built from the base branch at "),
+        "{}",
+        said[0]
+    );
+}
+
+/// A warm-up whose `check` fails on the base: gates build cold (they fail if the cache holds
+/// `from-base`), said in one line, and the warm-up is not tried again for the second gate.
+#[test]
+fn a_failed_warm_up_leaves_the_gates_cold_said_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (_h, stderr, created) = two_gates_on_one_base(1, "cold");
+
+    assert_eq!(
+        created.iter().filter(|n| n.contains("-warm-")).count(),
+        1,
+        "{created:?}"
+    );
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("gate cache: "))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("failed on it); gates on it build cold"),
+        "{}",
+        said[0]
+    );
+}
