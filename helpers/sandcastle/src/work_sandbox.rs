@@ -6,6 +6,7 @@
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
+//! A turn and the gate can run at once, on scoped threads, each in a container of its own.
 //! Removed when dropped (on success, error or panic).
 use crate::context::Context;
 use crate::seam::{Heard, Sandboxed, Turn};
@@ -21,6 +22,7 @@ use sandcastle_core::proxy::{self, Budget, WorkProxy};
 use sandcastle_core::role::{Role, WorkKey};
 use sandcastle_core::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// After the completion signal, how long the agent's process may take to exit.
@@ -35,8 +37,9 @@ pub struct WorkSandbox<'a> {
     /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
     work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
-    /// This work's socket of the model proxy, opened with the sandbox.
-    proxy: Option<WorkProxy>,
+    /// This work's socket of the model proxy, opened with the sandbox; shared with a gate that
+    /// runs beside a turn.
+    proxy: Option<Arc<WorkProxy>>,
     /// What the proxy lets this work spend.
     budget: Budget,
     /// What the last turn's own exec handed out of the checkout, until the commits are taken or
@@ -98,9 +101,18 @@ impl<'a> WorkSandbox<'a> {
     fn open_proxy(&mut self) -> Result<&WorkProxy> {
         if self.proxy.is_none() {
             let proxy = self.ctx.proxy.open(&self.key.to_string(), self.budget)?;
-            self.proxy = Some(proxy);
+            self.proxy = Some(Arc::new(proxy));
         }
-        Ok(self.proxy.as_ref().expect("opened above"))
+        Ok(self.proxy.as_deref().expect("opened above"))
+    }
+
+    /// A sibling for a gate beside this sandbox's turn: the same work and proxy (one meter, one
+    /// budget), no container of its own until its gate starts one (and removes it).
+    fn for_gate(&mut self) -> Result<WorkSandbox<'a>> {
+        self.open_proxy()?;
+        let mut gating = WorkSandbox::new(self.ctx, self.key, self.repo);
+        gating.proxy = self.proxy.clone();
+        Ok(gating)
     }
 
     /// The limits and wiring every container of this work gets, its relay on `port`; the proxy
@@ -304,6 +316,24 @@ impl Sandboxed for WorkSandbox<'_> {
         ctx.report
             .record_gate(&self.key.to_string(), outcome.passed, started.elapsed());
         Ok(outcome)
+    }
+
+    /// The gate on a scoped thread while the turn runs here: each starts its own container, so
+    /// neither waits for the other's to be created, and nothing is taken in until both end.
+    fn turn_beside_gate(
+        &mut self,
+        turn: &Turn,
+        heard: &mut dyn FnMut(Heard),
+    ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
+        let mut gating = self.for_gate()?;
+        std::thread::scope(|scope| {
+            let gate = scope.spawn(move || gating.gate());
+            let outcome = self.turn(turn, heard);
+            let gated = gate
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the gate's thread panicked")));
+            Ok((outcome?, gated))
+        })
     }
 
     /// What the last turn handed out, else with an exec of its own; without a sandbox no ask was
