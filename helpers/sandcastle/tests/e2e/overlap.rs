@@ -151,6 +151,11 @@ check = [["sh", "-c", "while ! test -f /tmp/review-seen; do sleep 0.2; done"]]"#
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(run.wait().unwrap().success());
+    let report = h.last_report();
+    assert_eq!(
+        report["work"][0]["gateFirstPassed"], true,
+        "the first gate passed, so it ended after the reviewer asked the model: {report}"
+    );
 
     assert!(
         h.anthropic.requests().iter().any(|r| r
@@ -168,12 +173,10 @@ check = [["sh", "-c", "while ! test -f /tmp/review-seen; do sleep 0.2; done"]]"#
     ] {
         assert!(body.contains(expected), "{expected:?} not in {body}");
     }
-    let report = h.last_report();
     assert_eq!(
         report["work"][0]["roles"]["reviewer"]["iterations"], 2,
         "{report}"
     );
-    assert_eq!(report["work"][0]["gateFirstPassed"], true, "{report}");
 }
 
 /// A stop while the gate and the reviewer both run: every container and the gate's cache go, the
