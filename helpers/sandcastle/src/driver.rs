@@ -730,7 +730,6 @@ fn review(
             state.gate_runs + 1,
             repo.tip()?
         ));
-        state.gate_runs += 1;
     }
     let (outcome, gated) = turn_and(
         alongside,
@@ -742,33 +741,10 @@ fn review(
         &prompt,
         saved.as_ref(),
     )?;
-    if let Some(gated) = gated {
-        let passed = gated.as_ref().is_ok_and(|gate| gate.passed);
-        if !passed {
-            // The review of a commit that is not kept leaves nothing behind but its spend: the next
-            // round resumes the reviewer's session from before it, if any.
-            match &saved {
-                Some(session) => state.set_session(Role::Reviewer, session.clone()),
-                None => state.forget_session(Role::Reviewer),
-            }
-        }
-        let gate = match gated {
-            Ok(gate) => gate,
-            Err(broke) => {
-                state.save(&ctx.state_dir())?;
-                return Err(broke);
-            }
-        };
-        record_gate(state, &gate);
-        if !gate.passed {
-            ctx.progress.note(&format!(
-                "{key}: the agent said it was done, but `check` failed (gate run {}); the review beside it is discarded",
-                state.gate_runs
-            ));
-            state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
-            state.phase = Phase::Work;
-            return Ok(None);
-        }
+    if let Some(gated) = gated
+        && !review_counts(ctx, key, state, saved.as_ref(), gated)?
+    {
+        return Ok(None);
     }
     let refused = match sandbox.take_commits()? {
         Imported::Tip(_) => None,
@@ -823,6 +799,44 @@ fn review(
     state.verdict = Some(verdict);
     state.phase = next;
     Ok(None)
+}
+
+/// Whether a review made beside the gate counts: only when the gate passed on its commit. A
+/// failing gate discards it and sends the gate's output to the working agent; one that broke is
+/// `Err`, with the reviewer's spend saved and the work left in review, so both run again. Either
+/// way the reviewer's session from before it is what the next round resumes.
+fn review_counts(
+    ctx: &Context,
+    key: WorkKey,
+    state: &mut WorkState,
+    saved: Option<&SavedSession>,
+    gated: Result<GateOutcome>,
+) -> Result<bool> {
+    if !gated.as_ref().is_ok_and(|gate| gate.passed) {
+        match saved {
+            Some(session) => state.set_session(Role::Reviewer, session.clone()),
+            None => state.forget_session(Role::Reviewer),
+        }
+    }
+    // Only a gate that ended is counted.
+    let gate = match gated {
+        Ok(gate) => gate,
+        Err(broke) => {
+            state.save(&ctx.state_dir())?;
+            return Err(broke);
+        }
+    };
+    state.gate_runs += 1;
+    record_gate(state, &gate);
+    if !gate.passed {
+        ctx.progress.note(&format!(
+            "{key}: the agent said it was done, but `check` failed (gate run {}); the review beside it is discarded",
+            state.gate_runs
+        ));
+        state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
+        state.phase = Phase::Work;
+    }
+    Ok(gate.passed)
 }
 
 /// After a review round: approved work publishes; findings go back to the working agent while
