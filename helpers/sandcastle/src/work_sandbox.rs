@@ -6,7 +6,8 @@
 //! A role with tools never takes over a container another such role ran in: it gets a fresh one.
 //! Nor does any turn run in a container that stopped (its relay exited): the turn that ran in it
 //! failed, and the next one gets a fresh one.
-//! A turn and the gate can run at once, on scoped threads, each in a container of its own.
+//! A turn and the gate can run at once, on scoped threads, each in a container of its own; a gate
+//! that fails there starts the working role's fresh container while the turn finishes.
 //! Removed when dropped (on success, error or panic).
 use crate::context::Context;
 use crate::seam::{Heard, Sandboxed, Turn};
@@ -37,6 +38,9 @@ pub struct WorkSandbox<'a> {
     /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
     work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
+    /// A fresh container started ahead, with no checkout yet: the next turn that needs a fresh
+    /// container takes it.
+    ahead: Option<Sandbox>,
     /// This work's socket of the model proxy, opened with the sandbox; shared with a gate that
     /// runs beside a turn.
     proxy: Option<Arc<WorkProxy>>,
@@ -71,6 +75,7 @@ impl<'a> WorkSandbox<'a> {
             repo,
             work_env: Vec::new(),
             sandbox: None,
+            ahead: None,
             proxy: None,
             budget: Budget::default(),
             handed_out: None,
@@ -106,11 +111,12 @@ impl<'a> WorkSandbox<'a> {
         Ok(self.proxy.as_deref().expect("opened above"))
     }
 
-    /// A sibling for a gate beside this sandbox's turn: the same work and proxy (one meter, one
-    /// budget), no container of its own until its gate starts one (and removes it).
+    /// A sibling for a gate beside this sandbox's turn: the same work, variables and proxy (one
+    /// meter, one budget), no container of its own until its gate starts one (and removes it).
     fn for_gate(&mut self) -> Result<WorkSandbox<'a>> {
         self.open_proxy()?;
         let mut gating = WorkSandbox::new(self.ctx, self.key, self.repo);
+        gating.work_env = self.work_env.clone();
         gating.proxy = self.proxy.clone();
         Ok(gating)
     }
@@ -143,24 +149,31 @@ impl<'a> WorkSandbox<'a> {
         }
     }
 
+    /// A container for this work's turns, named by `key`, with no checkout yet.
+    fn start(&mut self, key: &str) -> Result<Sandbox> {
+        let ctx = self.ctx;
+        let port = proxy::relay_port()?;
+        let proxy_env = self.open_proxy()?.sandbox_env(port);
+        let mut env = ctx.sandbox_env();
+        env.extend(self.work_env.iter().cloned());
+        env.extend(proxy_env);
+        let tea = ctx.tea_login();
+        let spec = SandboxSpec {
+            tea: tea.as_ref(),
+            ..self.spec(key, &env, port)
+        };
+        Sandbox::start(&spec)
+    }
+
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
-            let ctx = self.ctx;
-            let port = proxy::relay_port()?;
-            let proxy_env = self.open_proxy()?.sandbox_env(port);
-            let mut env = ctx.sandbox_env();
-            env.extend(self.work_env.iter().cloned());
-            env.extend(proxy_env);
-            let tea = ctx.tea_login();
-            let key = self.key.slug();
-            let spec = SandboxSpec {
-                tea: tea.as_ref(),
-                ..self.spec(&key, &env, port)
+            let sandbox = match self.ahead.take() {
+                Some(sandbox) => sandbox,
+                None => self.start(&self.key.slug())?,
             };
-            let sandbox = Sandbox::start(&spec)?;
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
-            checkout::seed(sandbox, self.repo, &ctx.remote)?;
+            checkout::seed(sandbox, self.repo, &self.ctx.remote)?;
         }
         Ok(self.sandbox.as_ref().expect("started above"))
     }
@@ -326,12 +339,26 @@ impl Sandboxed for WorkSandbox<'_> {
         heard: &mut dyn FnMut(Heard),
     ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
         let mut gating = self.for_gate()?;
+        let ahead_key = format!("{}-next", self.key.slug());
         std::thread::scope(|scope| {
-            let gate = scope.spawn(move || gating.gate());
+            let gate = scope.spawn(move || {
+                let gated = gating.gate();
+                // A failed gate sends the work back to its working role, which never takes over
+                // the reviewer's container: its fresh one starts now. A head start only: without
+                // it, the turn starts its own.
+                let ahead = match &gated {
+                    Ok(gate) if !gate.passed => gating.start(&ahead_key).ok(),
+                    _ => None,
+                };
+                (gated, ahead)
+            });
             let outcome = self.turn(turn, heard);
-            let gated = gate
+            let (gated, ahead) = gate
                 .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the gate's thread panicked")));
+                .unwrap_or_else(|_| (Err(anyhow::anyhow!("the gate's thread panicked")), None));
+            if let Some(unused) = std::mem::replace(&mut self.ahead, ahead) {
+                unused.remove()?;
+            }
             Ok((outcome?, gated))
         })
     }
@@ -371,7 +398,10 @@ impl Sandboxed for WorkSandbox<'_> {
 
 impl Drop for WorkSandbox<'_> {
     fn drop(&mut self) {
-        if let Some(sandbox) = self.sandbox.take() {
+        for sandbox in [self.sandbox.take(), self.ahead.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = sandbox.remove();
         }
     }

@@ -226,3 +226,96 @@ check = [["sh", "-c", "touch /tmp/gating && sleep 8"]]"#,
     assert!(h.containers().is_empty(), "{:?}", h.containers());
     assert!(h.volumes().is_empty(), "{:?}", h.volumes());
 }
+
+/// This project's running containers as (id, name).
+fn named_containers(h: &Harness) -> Vec<(String, String)> {
+    let project = h.project().canonicalize().unwrap();
+    let out = std::process::Command::new("docker")
+        .args(["ps", "--filter"])
+        .arg(format!("label=sandcastle.project={}", project.display()))
+        .args(["--format", "{{.ID}} {{.Names}}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .map(|(id, name)| (id.to_string(), name.to_string()))
+        .collect()
+}
+
+/// The id of this project's running container that holds `file`, if any.
+fn container_with(h: &Harness, file: &str) -> Option<String> {
+    named_containers(h)
+        .into_iter()
+        .map(|(id, _)| id)
+        .find(|id| {
+            std::process::Command::new("docker")
+                .args(["exec", id, "test", "-f", file])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+/// A gate that fails beside the reviewer starts the implementer's fresh container while the
+/// reviewer's turn still runs (a container of its own: the reviewer's is not taken over), and the
+/// implementer's next turn runs in it.
+#[test]
+fn a_failed_gate_starts_the_implementers_container_while_the_review_finishes() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [
+                {"bash": "touch /tmp/reviewing; while ! test -f /tmp/review-go; do sleep 0.2; done", "description": "wait"},
+                {"text": format!("Fine. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [
+                commit("first.txt", "First try"),
+                {"text": format!("Done, I think. {COMPLETE}")},
+                {"bash": "touch /tmp/implementing-2; while ! test -f /tmp/implementer-go; do sleep 0.2; done; echo fixed > fixed.txt && git add fixed.txt && git commit -qm 'Fix what check said'", "description": "fix"},
+                {"text": format!("Fixed it. {COMPLETE}")}]}]),
+        r#"[commands]
+check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is missing'; exit 1; }"]]"#,
+    );
+    let issue = h.create_issue("Fix", "Make check pass.", &["ready-for-agent"]);
+    let mut run = start(&h, issue);
+
+    h.wait_for_file(&mut run, "/tmp/reviewing");
+    let mut ahead = None;
+    wait_until(&mut run, "a container started ahead", || {
+        ahead = named_containers(&h)
+            .into_iter()
+            .find(|(_, name)| name.ends_with("-issue-1-next"));
+        ahead.is_some()
+    });
+    let (ahead, _) = ahead.unwrap();
+    let reviewer = container_with(&h, "/tmp/reviewing").expect("the reviewer still runs");
+    assert_ne!(
+        reviewer, ahead,
+        "the reviewer's container is not the one ahead"
+    );
+
+    h.touch_in_sandbox("/tmp/review-go");
+    wait_until(&mut run, "the implementer's second turn", || {
+        container_with(&h, "/tmp/implementing-2").is_some()
+    });
+    assert_eq!(
+        container_with(&h, "/tmp/implementing-2").as_deref(),
+        Some(ahead.as_str()),
+        "the implementer's turn ran in the container started ahead"
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while run.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run never ended");
+        h.touch_in_sandbox("/tmp/implementer-go");
+        h.touch_in_sandbox("/tmp/review-go");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(run.wait().unwrap().success());
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")[0],
+        "Fix what check said".to_string()
+    );
+    assert!(h.containers().is_empty(), "{:?}", h.containers());
+}
