@@ -746,6 +746,8 @@ fn review(
     {
         return Ok(None);
     }
+    // The turn and the gate beside it are kept even if taking the commits or a later gate breaks.
+    state.save(&ctx.state_dir())?;
     let refused = match sandbox.take_commits()? {
         Imported::Tip(_) => None,
         Imported::Refused(why) => Some(why),

@@ -533,6 +533,8 @@ fn a_gate_that_broke_after_the_reviewers_commit_runs_again_before_the_push() {
         .unwrap()
         .unwrap();
     assert_ne!(state.gate_commit.as_deref(), Some(reviewed.as_str()));
+    assert_eq!(state.gate_runs, 1, "the gate beside the review was saved");
+    assert!(state.session(Role::Reviewer).is_some());
 
     let mut next = Script::new(
         &repo,
@@ -545,6 +547,7 @@ fn a_gate_that_broke_after_the_reviewers_commit_runs_again_before_the_push() {
     );
     drive(&w.ctx, &piece, &repo, "main", &mut state, &mut next).unwrap();
     assert_eq!(next.gate_runs, 1, "the reviewer's commit was gated");
+    assert_eq!(next.asked[0].resumed.as_deref(), Some(REVIEWER));
     assert_eq!(pushed(&w, &piece), reviewed);
     let body = pull_body(&w);
     assert!(
