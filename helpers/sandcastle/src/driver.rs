@@ -1,6 +1,7 @@
 //! One driver for every piece of work, an issue or a sent-back pull request, through its saved
 //! phases: the working agent iterates, resuming its own session each time; when it says it is done
-//! the orchestrator runs the gate itself; the reviewer's verdict can send the work back; then the
+//! the orchestrator runs the gate itself, beside the reviewer where there is one (a verdict counts
+//! only on a commit the gate passed); the reviewer's verdict can send the work back; then the
 //! work publishes. A stopped run starts again where the saved state says.
 //!
 //! The driver reaches the sandbox only through [`Sandboxed`], so its tests run without Docker.
@@ -212,8 +213,8 @@ fn work(
 }
 
 /// The agent said the work is done: an issue without commits is given up, unfinished work goes
-/// back to the agent with why, and otherwise the gate decides between review (or publishing) and
-/// another iteration.
+/// back to the agent with why, reviewed work goes to the reviewer (the gate runs beside it), and
+/// otherwise the gate decides between publishing and another iteration.
 fn said_done(
     ctx: &Context,
     piece: &Piece,
@@ -236,14 +237,15 @@ fn said_done(
         state.nudge = Some(turns::unfinished_nudge(&why));
         return Ok(());
     }
+    if piece.reviewed() {
+        state.nudge = None;
+        state.phase = Phase::Review;
+        return Ok(());
+    }
     let gate = run_gate(ctx, state, sandbox)?;
     if gate.passed {
         state.nudge = None;
-        state.phase = if piece.reviewed() {
-            Phase::Review
-        } else {
-            Phase::Publish
-        };
+        state.phase = Phase::Publish;
     } else {
         ctx.progress.note(&format!(
             "{key}: the agent said it was done, but `check` failed (gate run {})",
@@ -572,6 +574,40 @@ fn take_turn(
     prompt: &str,
     resume: Option<&SavedSession>,
 ) -> Result<AgentOutcome> {
+    let (outcome, _) = turn_and(
+        Alongside::Nothing,
+        ctx,
+        state,
+        sandbox,
+        role,
+        iteration,
+        prompt,
+        resume,
+    )?;
+    Ok(outcome)
+}
+
+/// What runs beside a turn, in a container of its own.
+#[derive(Clone, Copy, PartialEq)]
+enum Alongside {
+    Nothing,
+    /// The gate, on the commit the turn starts from.
+    Gate,
+}
+
+/// A turn, and the gate at once when `alongside` says so (`Some` then: what became of it); the
+/// turn's session and cost are kept in the state whatever became of the gate.
+#[allow(clippy::too_many_arguments)]
+fn turn_and(
+    alongside: Alongside,
+    ctx: &Context,
+    state: &mut WorkState,
+    sandbox: &mut dyn Sandboxed,
+    role: Role,
+    iteration: u32,
+    prompt: &str,
+    resume: Option<&SavedSession>,
+) -> Result<(AgentOutcome, Option<Result<GateOutcome>>)> {
     let turn = Turn {
         role,
         iteration,
@@ -603,7 +639,13 @@ fn take_turn(
             ));
         }
     };
-    let outcome = sandbox.turn(&turn, &mut heard)?;
+    let (outcome, gate) = match alongside {
+        Alongside::Nothing => (sandbox.turn(&turn, &mut heard)?, None),
+        Alongside::Gate => {
+            let (outcome, gate) = sandbox.turn_beside_gate(&turn, &mut heard)?;
+            (outcome, Some(gate))
+        }
+    };
     state.cost_usd += outcome.usage.cost_usd;
     match &outcome.session {
         Some(session) => state.set_session(role, session.clone()),
@@ -611,7 +653,7 @@ fn take_turn(
         None if resume.is_some() => state.forget_session(role),
         None => {}
     }
-    Ok(outcome)
+    Ok((outcome, gate))
 }
 
 /// Claude Code refused `--resume` when it failed before it even opened a session (not when its
@@ -642,12 +684,19 @@ fn run_gate(
     }
     state.gate_runs += 1;
     let gate = sandbox.gate()?;
-    state.gate_passed = Some(gate.passed);
-    state.gate_commit = gate.commit.clone();
+    record_gate(state, &gate);
     Ok(gate)
 }
 
-/// The reviewer's round: its verdict, and the gate again if it changed the branch.
+fn record_gate(state: &mut WorkState, gate: &GateOutcome) {
+    state.gate_passed = Some(gate.passed);
+    state.gate_commit = gate.commit.clone();
+}
+
+/// The reviewer's round, beside the gate when the gate has not seen the tip: a verdict counts only
+/// on a commit the gate passed, so a failing gate discards it (its spend is kept) and sends the
+/// work back with the gate's output, as if it had run first. Then the gate again if the reviewer
+/// changed the branch.
 fn review(
     ctx: &Context,
     piece: &Piece,
@@ -671,7 +720,19 @@ fn review(
             ctx.prompt(Role::Reviewer.prompt(), &all)?
         }
     };
-    let outcome = take_turn(
+    let alongside = match publish::gated_tip(ctx, repo, state)? {
+        Some(_) => Alongside::Nothing,
+        None => Alongside::Gate,
+    };
+    if alongside == Alongside::Gate {
+        ctx.progress.note(&format!(
+            "{key}: the reviewer (round {round}) and the gate (gate run {}) run at once on {}",
+            state.gate_runs + 1,
+            repo.tip()?
+        ));
+    }
+    let (outcome, gated) = turn_and(
+        alongside,
         ctx,
         state,
         sandbox,
@@ -680,6 +741,13 @@ fn review(
         &prompt,
         saved.as_ref(),
     )?;
+    if let Some(gated) = gated
+        && !review_counts(ctx, key, state, saved.as_ref(), gated)?
+    {
+        return Ok(None);
+    }
+    // The turn and the gate beside it are kept even if taking the commits or a later gate breaks.
+    state.save(&ctx.state_dir())?;
     let refused = match sandbox.take_commits()? {
         Imported::Tip(_) => None,
         Imported::Refused(why) => Some(why),
@@ -733,6 +801,44 @@ fn review(
     state.verdict = Some(verdict);
     state.phase = next;
     Ok(None)
+}
+
+/// Whether a review made beside the gate counts: only when the gate passed on its commit. A
+/// failing gate discards it and sends the gate's output to the working agent; one that broke is
+/// `Err`, with the reviewer's spend saved and the work left in review, so both run again. Either
+/// way the reviewer's session from before it is what the next round resumes.
+fn review_counts(
+    ctx: &Context,
+    key: WorkKey,
+    state: &mut WorkState,
+    saved: Option<&SavedSession>,
+    gated: Result<GateOutcome>,
+) -> Result<bool> {
+    if !gated.as_ref().is_ok_and(|gate| gate.passed) {
+        match saved {
+            Some(session) => state.set_session(Role::Reviewer, session.clone()),
+            None => state.forget_session(Role::Reviewer),
+        }
+    }
+    // Only a gate that ended is counted.
+    let gate = match gated {
+        Ok(gate) => gate,
+        Err(broke) => {
+            state.save(&ctx.state_dir())?;
+            return Err(broke);
+        }
+    };
+    state.gate_runs += 1;
+    record_gate(state, &gate);
+    if !gate.passed {
+        ctx.progress.note(&format!(
+            "{key}: the agent said it was done, but `check` failed (gate run {}); the review beside it is discarded",
+            state.gate_runs
+        ));
+        state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
+        state.phase = Phase::Work;
+    }
+    Ok(gate.passed)
 }
 
 /// After a review round: approved work publishes; findings go back to the working agent while

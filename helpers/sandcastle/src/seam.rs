@@ -15,6 +15,14 @@ pub trait Sandboxed {
     fn turn(&mut self, turn: &Turn, heard: &mut dyn FnMut(Heard)) -> Result<AgentOutcome>;
     /// The `[commands] check` steps, run by the orchestrator in the sandbox.
     fn gate(&mut self) -> Result<GateOutcome>;
+    /// `turn` and the gate at once, each in a container of its own, on the same commit (nothing
+    /// is taken in until both end). The outer `Err` is the turn's broken machinery, the inner the
+    /// gate's: a turn that ran is returned (its spend counted) whatever became of the gate.
+    fn turn_beside_gate(
+        &mut self,
+        turn: &Turn,
+        heard: &mut dyn FnMut(Heard),
+    ) -> Result<(AgentOutcome, Result<GateOutcome>)>;
     /// The agent's commits, brought into the work repository (the new tip), or refused.
     fn take_commits(&mut self) -> Result<Imported>;
     /// The bytes of the ask the agent left in its outbox (`sandcastle ask`), unchecked.

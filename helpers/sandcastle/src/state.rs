@@ -22,7 +22,7 @@ pub enum Phase {
     Clarify,
     /// The implementer (or pr-fixer) iterates until it says it is done and the gate passes.
     Work,
-    /// The reviewer gives its verdict on the commits.
+    /// The reviewer gives its verdict on the commits, beside the gate if it has not seen them.
     Review,
     /// The orchestrator pushes and updates the forge.
     Publish,

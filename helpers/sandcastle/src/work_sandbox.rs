@@ -11,6 +11,8 @@
 //! checkout's tree is taken out (`checkout::take_snapshot`), and the next container of the role
 //! that wrote it gets it back as uncommitted changes, when the branch's tip is still the one it was
 //! taken on; the agent is told so in its prompt.
+//! A turn and the gate can run at once, on scoped threads, each in a container of its own; a gate
+//! that fails there starts the working role's fresh container while the turn finishes.
 //! Removed when dropped (on success, error or panic).
 use crate::context::Context;
 use crate::prompts::turns;
@@ -28,6 +30,7 @@ use sandcastle_core::proxy::{Budget, WorkProxy};
 use sandcastle_core::role::{Role, WorkKey};
 use sandcastle_core::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// After the completion signal, how long the agent's process may take to exit.
@@ -42,8 +45,12 @@ pub struct WorkSandbox<'a> {
     /// Variables for this work's execs besides the run's (`outbox::sandbox_env`).
     work_env: Vec<(String, String)>,
     sandbox: Option<Sandbox>,
-    /// This work's socket of the model proxy, opened with the sandbox.
-    proxy: Option<WorkProxy>,
+    /// A fresh container started ahead, with no checkout yet: the next turn that needs a fresh
+    /// container takes it.
+    ahead: Option<Sandbox>,
+    /// This work's socket of the model proxy, opened with the sandbox; shared with a gate that
+    /// runs beside a turn.
+    proxy: Option<Arc<WorkProxy>>,
     /// What the proxy lets this work spend.
     budget: Budget,
     /// What the last turn's own exec handed out of the checkout, until the commits are taken or
@@ -87,6 +94,7 @@ impl<'a> WorkSandbox<'a> {
             repo,
             work_env: Vec::new(),
             sandbox: None,
+            ahead: None,
             proxy: None,
             budget: Budget::default(),
             handed_out: None,
@@ -118,9 +126,19 @@ impl<'a> WorkSandbox<'a> {
     fn open_proxy(&mut self) -> Result<&WorkProxy> {
         if self.proxy.is_none() {
             let proxy = self.ctx.proxy.open(&self.key.to_string(), self.budget)?;
-            self.proxy = Some(proxy);
+            self.proxy = Some(Arc::new(proxy));
         }
-        Ok(self.proxy.as_ref().expect("opened above"))
+        Ok(self.proxy.as_deref().expect("opened above"))
+    }
+
+    /// A sibling for a gate beside this sandbox's turn: the same work, variables and proxy (one
+    /// meter, one budget), no container of its own until its gate starts one (and removes it).
+    fn for_gate(&mut self) -> Result<WorkSandbox<'a>> {
+        self.open_proxy()?;
+        let mut gating = WorkSandbox::new(self.ctx, self.key, self.repo);
+        gating.work_env = self.work_env.clone();
+        gating.proxy = self.proxy.clone();
+        Ok(gating)
     }
 
     /// The limits and wiring every container of this work gets; the proxy is open.
@@ -208,23 +226,31 @@ impl<'a> WorkSandbox<'a> {
         }
     }
 
+    /// A container for this work's turns, named by `key`, with no checkout yet.
+    fn start(&mut self, key: &str) -> Result<Sandbox> {
+        let ctx = self.ctx;
+        self.open_proxy()?;
+        let mut env = ctx.sandbox_env();
+        env.extend(self.work_env.iter().cloned());
+        let tea = ctx.tea_login();
+        let spec = SandboxSpec {
+            tea: tea.as_ref(),
+            ..self.spec(key, &env)
+        };
+        let mut sandbox = Sandbox::start(&spec)?;
+        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
+        Ok(sandbox)
+    }
+
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
-            let ctx = self.ctx;
-            self.open_proxy()?;
-            let mut env = ctx.sandbox_env();
-            env.extend(self.work_env.iter().cloned());
-            let tea = ctx.tea_login();
-            let key = self.key.slug();
-            let spec = SandboxSpec {
-                tea: tea.as_ref(),
-                ..self.spec(&key, &env)
+            let sandbox = match self.ahead.take() {
+                Some(sandbox) => sandbox,
+                None => self.start(&self.key.slug())?,
             };
-            let mut sandbox = Sandbox::start(&spec)?;
-            sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
-            checkout::seed(sandbox, self.repo, &ctx.sandbox_remote())?;
+            checkout::seed(sandbox, self.repo, &self.ctx.sandbox_remote())?;
         }
         Ok(self.sandbox.as_ref().expect("started above"))
     }
@@ -460,6 +486,38 @@ impl Sandboxed for WorkSandbox<'_> {
         Ok(outcome)
     }
 
+    /// The gate on a scoped thread while the turn runs here: each starts its own container, so
+    /// neither waits for the other's to be created, and nothing is taken in until both end.
+    fn turn_beside_gate(
+        &mut self,
+        turn: &Turn,
+        heard: &mut dyn FnMut(Heard),
+    ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
+        let mut gating = self.for_gate()?;
+        let ahead_key = format!("{}-next", self.key.slug());
+        std::thread::scope(|scope| {
+            let gate = scope.spawn(move || {
+                let gated = gating.gate();
+                // A failed gate sends the work back to its working role, which never takes over
+                // the reviewer's container: its fresh one starts now. A head start only: without
+                // it, the turn starts its own.
+                let ahead = match &gated {
+                    Ok(gate) if !gate.passed => gating.start(&ahead_key).ok(),
+                    _ => None,
+                };
+                (gated, ahead)
+            });
+            let outcome = self.turn(turn, heard);
+            let (gated, ahead) = gate
+                .join()
+                .unwrap_or_else(|_| (Err(anyhow::anyhow!("the gate's thread panicked")), None));
+            if let Some(unused) = std::mem::replace(&mut self.ahead, ahead) {
+                unused.remove()?;
+            }
+            Ok((outcome?, gated))
+        })
+    }
+
     /// What the last turn handed out, else with an exec of its own; without a sandbox no ask was
     /// made.
     fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
@@ -495,7 +553,10 @@ impl Sandboxed for WorkSandbox<'_> {
 
 impl Drop for WorkSandbox<'_> {
     fn drop(&mut self) {
-        if let Some(sandbox) = self.sandbox.take() {
+        for sandbox in [self.sandbox.take(), self.ahead.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = sandbox.remove();
         }
     }

@@ -190,6 +190,17 @@ impl Sandboxed for Script<'_> {
         })
     }
 
+    /// The gate on the tip the turn starts from (a real one's checkout is made before anything
+    /// the turn commits is taken in), then the turn.
+    fn turn_beside_gate(
+        &mut self,
+        turn: &Turn,
+        heard: &mut dyn FnMut(Heard),
+    ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
+        let gate = self.gate();
+        Ok((self.turn(turn, heard)?, gate))
+    }
+
     fn take_commits(&mut self) -> Result<Imported> {
         let Some(checkout) = &self.checkout else {
             return self.repo.tip().map(Imported::Tip);
@@ -320,8 +331,11 @@ fn the_second_iteration_resumes_the_first_ones_session_with_a_short_prompt() {
     );
 }
 
+/// The gate runs beside the reviewer: when it fails, the verdict on that commit is discarded (no
+/// round, no session to resume, not in the pull request) but its spend counts, and the gate's
+/// output goes back to the implementer.
 #[test]
-fn a_claim_the_gate_refutes_sends_the_output_back_and_counts_as_an_iteration() {
+fn a_claim_the_gate_refutes_discards_the_review_beside_it_and_sends_the_output_back() {
     let w = world("");
     let issue = issue(&w);
     let (_, state, asked, gate_runs) = drive_fresh(
@@ -335,6 +349,11 @@ fn a_claim_the_gate_refutes_sends_the_output_back_and_counts_as_an_iteration() {
             ),
             says(
                 Ending::Completed,
+                "DISCARDED-REVIEW approves. <promise>COMPLETE</promise>",
+                None,
+            ),
+            says(
+                Ending::Completed,
                 "Fixed. <promise>COMPLETE</promise>",
                 Some("Right answer"),
             ),
@@ -343,18 +362,41 @@ fn a_claim_the_gate_refutes_sends_the_output_back_and_counts_as_an_iteration() {
         vec![false, true],
     );
     assert_eq!(gate_runs, 2);
-    assert_eq!(asked[1].resumed.as_deref(), Some(IMPLEMENTER));
+    let roles: Vec<Role> = asked.iter().map(|a| a.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::Implementer,
+            Role::Reviewer,
+            Role::Implementer,
+            Role::Reviewer
+        ]
+    );
+    assert_eq!(asked[2].resumed.as_deref(), Some(IMPLEMENTER));
     assert!(
-        asked[1]
+        asked[2]
             .prompt
             .contains("the orchestrator ran `check` (gate run 1)")
     );
-    assert!(asked[1].prompt.contains("error: test answer_is_42 failed"));
+    assert!(asked[2].prompt.contains("error: test answer_is_42 failed"));
+    assert!(!asked[2].prompt.contains("DISCARDED-REVIEW"));
     assert_eq!(
-        (state.iterations, state.gate_runs, state.gate_passed),
-        (2, 2, Some(true))
+        asked[3].resumed, None,
+        "the discarded review is not resumed"
     );
-    assert!(pull_body(&w).contains("(gate runs: 2)"));
+    assert_eq!(
+        (
+            state.iterations,
+            state.gate_runs,
+            state.gate_passed,
+            state.review_rounds
+        ),
+        (2, 2, Some(true), 1)
+    );
+    assert_eq!(state.cost_usd, 1.0, "every turn's spend counts");
+    let body = pull_body(&w);
+    assert!(body.contains("(gate runs: 2)"), "{body}");
+    assert!(!body.contains("DISCARDED-REVIEW"), "{body}");
 }
 
 #[test]
@@ -491,6 +533,8 @@ fn a_gate_that_broke_after_the_reviewers_commit_runs_again_before_the_push() {
         .unwrap()
         .unwrap();
     assert_ne!(state.gate_commit.as_deref(), Some(reviewed.as_str()));
+    assert_eq!(state.gate_runs, 1, "the gate beside the review was saved");
+    assert!(state.session(Role::Reviewer).is_some());
 
     let mut next = Script::new(
         &repo,
@@ -503,12 +547,71 @@ fn a_gate_that_broke_after_the_reviewers_commit_runs_again_before_the_push() {
     );
     drive(&w.ctx, &piece, &repo, "main", &mut state, &mut next).unwrap();
     assert_eq!(next.gate_runs, 1, "the reviewer's commit was gated");
+    assert_eq!(next.asked[0].resumed.as_deref(), Some(REVIEWER));
     assert_eq!(pushed(&w, &piece), reviewed);
     let body = pull_body(&w);
     assert!(
         body.contains(&format!("`check` passed on {reviewed}, ")),
         "{body}"
     );
+}
+
+/// The gate beside the reviewer broke (its container went away, as in a kill): the reviewer's
+/// spend is saved, its verdict is not, and the work stays in review. The next pass runs both
+/// again, so the pull request carries one review: the one whose gate passed.
+#[test]
+fn a_gate_that_broke_beside_the_reviewer_runs_both_again_and_keeps_one_review() {
+    let w = world("");
+    let issue = issue(&w);
+    let piece = Piece::Issue(&issue);
+    let (repo, mut state) = start(&w, &piece);
+    let mut first = Script::new(
+        &repo,
+        vec![
+            says(
+                Ending::Completed,
+                "Done. <promise>COMPLETE</promise>",
+                Some("Work"),
+            ),
+            says(
+                Ending::Completed,
+                "LOST-REVIEW approves. <promise>COMPLETE</promise>",
+                None,
+            ),
+        ],
+        vec![],
+    );
+    let err = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut first).unwrap_err();
+    assert!(
+        err.to_string().contains("gate's container is gone"),
+        "{err}"
+    );
+    let mut state = WorkState::resume(&w.ctx.state_dir(), &piece.key().slug())
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.phase, Phase::Review);
+    assert_eq!(state.cost_usd, 0.5, "the reviewer's spend is saved");
+    assert_eq!((state.review_rounds, state.gate_runs), (0, 0));
+    assert!(state.verdict.is_none());
+    assert!(state.session(Role::Reviewer).is_none());
+
+    let mut next = Script::new(
+        &repo,
+        vec![says(
+            Ending::Completed,
+            "KEPT-REVIEW approves. <promise>COMPLETE</promise>",
+            None,
+        )],
+        vec![true],
+    );
+    drive(&w.ctx, &piece, &repo, "main", &mut state, &mut next).unwrap();
+    assert_eq!(next.gate_runs, 1);
+    assert_eq!(next.asked[0].role, Role::Reviewer);
+    assert_eq!(next.asked[0].resumed, None);
+    assert_eq!(state.review_rounds, 1);
+    let body = pull_body(&w);
+    assert!(body.contains("KEPT-REVIEW"), "{body}");
+    assert!(!body.contains("LOST-REVIEW"), "{body}");
 }
 
 /// Work saved as ready to publish whose branch moved past the commit the gate passed on (a state

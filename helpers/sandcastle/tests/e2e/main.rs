@@ -11,6 +11,7 @@ mod forge_out;
 mod green;
 mod harness;
 mod held_back;
+mod overlap;
 mod proxy;
 mod questions;
 mod spend;
