@@ -116,16 +116,15 @@ pub fn ask(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> {
     }
     ctx.forge.add_labels(number, &["needs-info"])?;
     ctx.handlers.mark_asked(&id);
-    ctx.report
-        .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
+    ctx.report.record_question(&key.to_string(), asked(waiting));
     for handler in reachable(ctx) {
         match handler {
             Handler::Terminal => {
                 if let Ok(terminal) = &ctx.handlers.terminal {
-                    terminal.ask(ctx, number, waiting);
+                    terminal.ask(ctx, key, waiting);
                 }
             }
-            Handler::Command => command::ask(ctx, number, waiting),
+            Handler::Command => command::ask(ctx, key, waiting),
             Handler::Forge => {}
         }
     }
@@ -155,8 +154,7 @@ pub fn poll(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<Poll> 
     }
     conversation::read(ctx, key, number, talk, Due::Backoff)?;
     if talk.reply.is_some() {
-        ctx.report
-            .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
+        ctx.report.record_question(&key.to_string(), asked(waiting));
         return Ok(Poll::Answered);
     }
     let timed_out = !waiting.timed_out
@@ -170,7 +168,7 @@ pub fn poll(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<Poll> 
             number,
             &format!("<!-- sandcastle:question-timeout {} -->", talk.id),
             &format!(
-                "Nobody answered the agent's question within {timeout} (`[questions] timeout`). The issue \
+                "Nobody answered the agent's question within {timeout} (`[questions] timeout`). It \
                  keeps `needs-info`; an answer is still taken up by a later pass."
             ),
         )?;
@@ -209,7 +207,7 @@ fn asked(waiting: &Waiting) -> Asked {
 pub fn answer_locally(
     project: &Path,
     waiting: &Waiting,
-    number: u64,
+    key: WorkKey,
     text: &str,
 ) -> Result<Result<Vec<Reply>, String>> {
     let replies = match questions::read_reply(&waiting.conversation.subject, text) {
@@ -222,5 +220,5 @@ pub fn answer_locally(
         at: Timestamp::now(),
         replies: replies.clone(),
     };
-    Ok(answers::leave(project, number, &waiting.conversation.id, &answer)?.map(|()| replies))
+    Ok(answers::leave(project, key, &waiting.conversation.id, &answer)?.map(|()| replies))
 }

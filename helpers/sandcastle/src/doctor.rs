@@ -405,7 +405,11 @@ mod tests {
              logs: nothing (values under 8 characters or common words are not)"
         );
         assert_eq!(
-            secrets_line("alice", &["DATABASE_URL", "NPM_TOKEN"], &["NPM_TOKEN".into()]),
+            secrets_line(
+                "alice",
+                &["DATABASE_URL", "NPM_TOKEN"],
+                &["NPM_TOKEN".into()]
+            ),
             "FORGEJO_USER is alice; sandboxes get DATABASE_URL, NPM_TOKEN; redacted from logs: \
              NPM_TOKEN (values under 8 characters or common words are not)"
         );

@@ -2,6 +2,7 @@
 //! a terminal prompt can be used and its queue, the question commands running, which questions this
 //! run has put to them, and whether an answer came in from a handler's thread. `Context` holds one.
 use sandcastle_core::questions::Questions;
+use sandcastle_core::role::WorkKey;
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,7 +86,7 @@ pub struct Terminal {
 
 /// One question queued for the prompt.
 pub struct Queued {
-    pub number: u64,
+    pub key: WorkKey,
     pub id: String,
     pub questions: Questions,
 }

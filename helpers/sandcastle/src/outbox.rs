@@ -37,13 +37,17 @@ pub enum Pace {
 }
 
 /// The variables every `docker exec` of this work's sandbox gets, so `sandcastle ask` knows its
-/// work and goes on from the revision the orchestrator last took.
-pub fn sandbox_env(key: WorkKey, state: &WorkState) -> [(String, String); 2] {
+/// work, goes on from the revision the orchestrator last took, and whether asks are on (`[asks]`).
+pub fn sandbox_env(ctx: &Context, key: WorkKey, state: &WorkState) -> Vec<(String, String)> {
     let revision = state.ask.as_ref().map_or(0, |open| open.subject.revision);
-    [
+    let mut env = vec![
         (ask::KEY_VAR.to_string(), ask::key_text(key)),
         (ask::REVISION_VAR.to_string(), revision.to_string()),
-    ]
+    ];
+    if ctx.config.asks.enabled {
+        env.push((ask::ASKS_VAR.to_string(), "on".to_string()));
+    }
+    env
 }
 
 /// After a turn, or when a turn relays it: a new revision in the outbox is checked again and kept,
@@ -64,6 +68,12 @@ pub fn take(ctx: &Context, key: WorkKey, state: &mut WorkState, handed: Result<O
         Ok(None) => return,
         Err(e) => return refused(state, ctx.redactor.error(&e)),
     };
+    // The sandbox refuses an ask when asks are off; an outbox written some other way is not
+    // believed either.
+    if !ctx.config.asks.enabled {
+        let why = "asks are off (no `[asks]` table in .sandcastle/config.toml)";
+        return refused(state, why.to_string());
+    }
     let ask = match ask::from_outbox(&bytes, key) {
         Ok(ask) => ask,
         Err(why) => return refused(state, why),
@@ -364,7 +374,7 @@ pub fn hand_over(ctx: &Context, pull: u64, from: &WorkState) -> Result<Option<Wo
         }
     };
     ctx.progress.note(&format!(
-        "pr #{pull}: the answer to the agent's ask starts a pr-fixer turn"
+        "pull request #{pull}: the answer to the agent's ask starts a pr-fixer turn"
     ));
     state.tell = Some(Telling {
         telling: false,

@@ -29,7 +29,10 @@ pub fn list(project: &Path) -> Result<ExitCode> {
         let Some(question) = state.waiting() else {
             continue;
         };
-        let Some(number) = WorkKey::from_slug(&state.slug).and_then(WorkKey::number) else {
+        let Some(key) = WorkKey::from_slug(&state.slug) else {
+            continue;
+        };
+        let Some(number) = key.number() else {
             continue;
         };
         let age = age(question.conversation.asked_at);
@@ -58,7 +61,7 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             None => String::new(),
         };
         println!(
-            "#{number} {:?}: asked {age} ago {through}{answered}; answer with {}",
+            "{key} {:?}: asked {age} ago {through}{answered}; answer with {}",
             question.conversation.subject.title,
             answer_with.join(" or ")
         );
@@ -100,25 +103,30 @@ pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
     let mut waiting_states = Vec::new();
     for key in [WorkKey::Issue(number), WorkKey::Pull(number)] {
         waiting_states.extend(
-            WorkState::load(&state_dir(project), &key.slug())?.filter(|s| s.waiting().is_some()),
+            WorkState::load(&state_dir(project), &key.slug())?
+                .filter(|s| s.waiting().is_some())
+                .map(|s| (key, s)),
         );
     }
-    let Some(waiting) = waiting_states.first().and_then(WorkState::waiting) else {
+    let Some((key, waiting)) = waiting_states
+        .first()
+        .and_then(|(key, s)| Some((*key, s.waiting()?)))
+    else {
         bail!(
-            "issue #{number} has no question waiting: `sandcastle questions` lists those that do"
+            "issue or pull request #{number} has no question waiting: `sandcastle questions` lists those that do"
         );
     };
     if waiting.conversation.reply.is_some() {
-        bail!("issue #{number}'s question is already answered; the next pass delivers the answer");
+        bail!("{key}'s question is already answered; the next pass delivers the answer");
     }
-    match asking::answer_locally(project, waiting, number, text)? {
+    match asking::answer_locally(project, waiting, key, text)? {
         Ok(replies) => {
             println!(
-                "answered issue #{number} ({} answer(s)); the run takes it up on its next pass",
+                "answered {key} ({} answer(s)); the run takes it up on its next pass",
                 replies.len()
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(why) => bail!("issue #{number}: your answer was not taken: {why}"),
+        Err(why) => bail!("{key}: your answer was not taken: {why}"),
     }
 }

@@ -4,6 +4,7 @@
 //! which is saved before the answer is delivered.
 use crate::state::{Answer, WorkState};
 use anyhow::{Context as _, Result};
+use sandcastle_core::role::WorkKey;
 use std::path::{Path, PathBuf};
 
 fn path(project: &Path, id: &str) -> PathBuf {
@@ -12,18 +13,17 @@ fn path(project: &Path, id: &str) -> PathBuf {
         .join(format!("{id}.json"))
 }
 
-/// Whether issue `number`'s question `id` still waits for an answer; `Ok(Err(why))` when not.
-pub fn still_open(project: &Path, number: u64, id: &str) -> Result<Result<(), String>> {
+/// Whether the question `id` of `key` (an issue or a pull request) still waits for an answer;
+/// `Ok(Err(why))` when not.
+pub fn still_open(project: &Path, key: WorkKey, id: &str) -> Result<Result<(), String>> {
     let state_dir = project.join(".sandcastle/logs/state");
-    let state = WorkState::load(&state_dir, &format!("issue-{number}"))?;
+    let state = WorkState::load(&state_dir, &key.slug())?;
     let waiting = state
         .as_ref()
         .and_then(WorkState::waiting)
         .filter(|w| w.conversation.id == id);
     let Some(waiting) = waiting else {
-        return Ok(Err(format!(
-            "issue #{number} no longer waits for that question"
-        )));
+        return Ok(Err(format!("{key} no longer waits for that question")));
     };
     let earlier = match &waiting.conversation.reply {
         Some(answer) => Some(answer.clone()),
@@ -35,10 +35,15 @@ pub fn still_open(project: &Path, number: u64, id: &str) -> Result<Result<(), St
     })
 }
 
-/// Leaves `answer` to issue `number`'s question `id` for the run. `Ok(Err(why))`: it comes too
-/// late (the question was answered, or is no longer waiting) and nothing was written.
-pub fn leave(project: &Path, number: u64, id: &str, answer: &Answer) -> Result<Result<(), String>> {
-    if let Err(why) = still_open(project, number, id)? {
+/// Leaves `answer` to `key`'s question `id` for the run. `Ok(Err(why))`: it comes too late (the
+/// question was answered, or is no longer waiting) and nothing was written.
+pub fn leave(
+    project: &Path,
+    key: WorkKey,
+    id: &str,
+    answer: &Answer,
+) -> Result<Result<(), String>> {
+    if let Err(why) = still_open(project, key, id)? {
         return Ok(Err(why));
     }
     let path = path(project, id);
@@ -147,10 +152,21 @@ mod tests {
         let project = tempfile::tempdir().unwrap();
         let project = project.path();
         waiting_state(project, "first");
-        leave(project, 3, "first", &answer("dana", Channel::Terminal))
-            .unwrap()
-            .unwrap();
-        let second = leave(project, 3, "first", &answer("eve", Channel::Command)).unwrap();
+        leave(
+            project,
+            WorkKey::Issue(3),
+            "first",
+            &answer("dana", Channel::Terminal),
+        )
+        .unwrap()
+        .unwrap();
+        let second = leave(
+            project,
+            WorkKey::Issue(3),
+            "first",
+            &answer("eve", Channel::Command),
+        )
+        .unwrap();
         assert_eq!(
             second.unwrap_err(),
             "it was already answered by dana through the terminal of `sandcastle run`"
@@ -160,7 +176,13 @@ mod tests {
         // The agent asked again: an answer to the first question does not answer this one.
         remove(project, "first").unwrap();
         waiting_state(project, "second");
-        let late = leave(project, 3, "first", &answer("eve", Channel::Command)).unwrap();
+        let late = leave(
+            project,
+            WorkKey::Issue(3),
+            "first",
+            &answer("eve", Channel::Command),
+        )
+        .unwrap();
         assert_eq!(
             late.unwrap_err(),
             "issue #3 no longer waits for that question"

@@ -12,6 +12,7 @@ use crate::state::{Answer, Channel, Waiting};
 use jiff::Timestamp;
 use sandcastle_core::deadline::Watchdog;
 use sandcastle_core::questions::{self, Questions, Reply};
+use sandcastle_core::role::WorkKey;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -176,8 +177,8 @@ fn plain_name(by: &str) -> bool {
 }
 
 /// Runs the command on a thread of its own; what it answers is left on the answers' path.
-pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
-    let Some(argv) = ctx.config.questions.command.clone() else {
+pub fn ask(ctx: &Context, key: WorkKey, waiting: &Waiting) {
+    let (Some(argv), Some(number)) = (ctx.config.questions.command.clone(), key.number()) else {
         return;
     };
     let timeout = ctx.config.questions.timeout;
@@ -213,19 +214,19 @@ pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
                 at: Timestamp::now(),
                 replies,
             };
-            answers::leave(&project, number, &id, &answer)
+            answers::leave(&project, key, &id, &answer)
                 .map_err(|e| format!("{e:#}"))?
                 .map(|()| answer.by)
         });
         match outcome {
             Ok(by) => {
                 progress.note(&format!(
-                    "issue #{number}: {by} answered through the question command"
+                    "{key}: {by} answered through the question command"
                 ));
                 arrived.store(true, Ordering::SeqCst);
             }
             Err(why) => progress.note(&format!(
-                "issue #{number}: the question command gave no answer: {why}"
+                "{key}: the question command gave no answer: {why}"
             )),
         }
     });

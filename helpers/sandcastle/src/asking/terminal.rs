@@ -11,13 +11,14 @@ use dialoguer::{Input, Select};
 use jiff::Timestamp;
 use sandcastle_core::progress::Progress;
 use sandcastle_core::questions::{self, Reply};
+use sandcastle_core::role::WorkKey;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 
 impl Terminal {
-    pub fn ask(&self, ctx: &Context, number: u64, waiting: &Waiting) {
+    pub fn ask(&self, ctx: &Context, key: WorkKey, waiting: &Waiting) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let sender = queue.get_or_insert_with(|| {
             let (sender, asked) = channel::<Queued>();
@@ -34,7 +35,7 @@ impl Terminal {
             sender
         });
         let _ = sender.send(Queued {
-            number,
+            key,
             id: waiting.conversation.id.clone(),
             questions: waiting.conversation.subject.clone(),
         });
@@ -50,10 +51,13 @@ struct Desk {
 
 impl Desk {
     fn serve(&self, asked: &Queued) {
-        let number = asked.number;
+        let key = asked.key;
+        let Some(number) = key.number() else {
+            return;
+        };
         // Answered elsewhere while it waited in the queue: nothing to ask.
         if !matches!(
-            answers::still_open(&self.project, number, &asked.id),
+            answers::still_open(&self.project, key, &asked.id),
             Ok(Ok(()))
         ) {
             return;
@@ -66,14 +70,14 @@ impl Desk {
             Ok(Some(replies)) => replies,
             Ok(None) => {
                 self.progress.note(&format!(
-                    "issue #{number}: not answered on the terminal; a comment on the issue or \
+                    "{key}: not answered on the terminal; a comment on the forge or \
                      `sandcastle answer {number} …` still answers it"
                 ));
                 return;
             }
             Err(e) => {
                 self.progress
-                    .note(&format!("issue #{number}: the terminal prompt failed: {e}"));
+                    .note(&format!("{key}: the terminal prompt failed: {e}"));
                 return;
             }
         };
@@ -83,18 +87,18 @@ impl Desk {
             at: Timestamp::now(),
             replies,
         };
-        match answers::leave(&self.project, number, &asked.id, &answer) {
+        match answers::leave(&self.project, key, &asked.id, &answer) {
             Ok(Ok(())) => {
                 self.progress.note(&format!(
-                    "issue #{number}: answered on the terminal; the agent goes on with the next pass"
+                    "{key}: answered on the terminal; the agent goes on with the next pass"
                 ));
                 self.arrived.store(true, Ordering::SeqCst);
             }
             Ok(Err(why)) => self.progress.note(&format!(
-                "issue #{number}: the terminal's answer was not taken: {why}"
+                "{key}: the terminal's answer was not taken: {why}"
             )),
             Err(e) => self.progress.note(&format!(
-                "issue #{number}: the terminal's answer was not taken: {e:#}"
+                "{key}: the terminal's answer was not taken: {e:#}"
             )),
         }
     }
@@ -106,8 +110,8 @@ fn prompt(progress: &Progress, asked: &Queued) -> std::io::Result<Option<Vec<Rep
     let show = |text: &str| progress.printable(text);
     let questions = &asked.questions;
     term.write_line(&format!(
-        "\nThe agent working on issue #{} asks: {}",
-        asked.number,
+        "\nThe agent working on {} asks: {}",
+        asked.key,
         show(&questions.title)
     ))?;
     if !questions.prose.is_empty() {

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 const ANSWER: &str = "# The answer to your ask";
-const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n";
+/// Asks on (`[asks]`), the forge's replies read every second.
+const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n[asks]\n";
 
 /// `sandcastle ask` with a decision, its JSON line committed as `asked.json`.
 fn ask_decision() -> Value {
@@ -603,4 +604,68 @@ fn an_answer_to_work_whose_pull_request_is_closed_is_let_go() {
     let after = state(&h, "issue-1");
     assert_eq!(after["tell"], Value::Null);
     assert_eq!(after["told"].as_array().unwrap().len(), 1);
+}
+
+/// Asks are opt-in: without `[asks]` the working agent is taught no `sandcastle ask` and offered
+/// no `ask` tool; an ask it makes anyway is refused in the sandbox with one line (exit 2), and one
+/// written straight into the outbox is refused on the host: nothing reaches the forge.
+#[test]
+fn without_asks_an_ask_is_refused_in_the_sandbox_and_nothing_is_published() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let ask_anyway = r#"sandcastle ask --kind ready --title 'Part one is ready' 2> refused.txt; echo "exit $?" >> refused.txt
+git add refused.txt && git commit -qm 'Record the refusal'
+mkdir -p /home/agent/.sandcastle-outbox
+echo '{"key":"issue:1","revision":1,"kind":"ready","title":"Written by hand"}' > /home/agent/.sandcastle-outbox/ask.json"#;
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            implementer(&[
+                json!({"bash": ask_anyway, "description": "ask anyway"}),
+                text(&format!("Done. {COMPLETE}")),
+            ])
+        ]),
+        "[questions]\npollBackoff = [\"1s\"]\n",
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+
+    assert_eq!(
+        h.remote_file("sandcastle/issue-1", "refused.txt"),
+        "sandcastle ask: refused: asks are off in this project (no `[asks]` table in \
+         .sandcastle/config.toml): nobody is asked; go on without an answer\nexit 2\n"
+    );
+    let stderr = stderr_lines(&output).join("\n");
+    assert!(
+        stderr.contains(
+            "issue #1: refused the agent's ask from its outbox: asks are off (no `[asks]` table \
+             in .sandcastle/config.toml); nothing published"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(ask_comments(&h, issue), Vec::<String>::new());
+    assert_eq!(state(&h, "issue-1")["ask"], Value::Null);
+    let implementer: Vec<_> = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt.contains("The issue: #1\n"))
+        .collect();
+    assert!(!implementer.is_empty());
+    for request in &implementer {
+        assert!(
+            !request.prompt.contains("sandcastle ask"),
+            "not taught: {}",
+            request.prompt
+        );
+        assert!(
+            !request.tools.iter().any(|t| t.contains("sandcastle")),
+            "no ask tool offered: {:?}",
+            request.tools
+        );
+    }
+    assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
 }
