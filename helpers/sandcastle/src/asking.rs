@@ -10,7 +10,7 @@
 //! run` has a terminal), [`command`] (`[questions] command`, JSON in and out). A terminal prompt
 //! and a command run on threads of their own while the run's other work goes on; a restarted
 //! run asks through them again.
-mod answers;
+pub(crate) mod answers;
 mod command;
 mod forge;
 mod terminal;
@@ -20,7 +20,7 @@ use crate::conversation::{self, Due};
 use crate::forge_thread::post_once;
 use crate::handlers::SINGLE_PASS;
 use crate::report::Asked;
-use crate::state::{Answer, Channel, Phase, Waiting};
+use crate::state::{Answer, Channel, OpenAsk, Phase, Waiting};
 use anyhow::Result;
 use jiff::Timestamp;
 pub use sandcastle_config::Handler;
@@ -190,6 +190,21 @@ pub fn settle(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> 
     conversation::settle(ctx, number, &mut waiting.conversation)?;
     ctx.forge.remove_label(number, "needs-info")?;
     answers::remove(&ctx.project, &waiting.conversation.id)
+}
+
+/// Puts revision `open.subject.revision` of `key`'s ask, once saved, to the handlers that can
+/// reach a person without waiting, once per run: the question command (marked non-blocking). The
+/// forge's comment is the ask's own (`outbox::publish`); the terminal gets its line as the ask is
+/// taken; `sandcastle answer --ask` answers it anywhere.
+pub fn put_ask(ctx: &Context, key: WorkKey, open: &OpenAsk) {
+    let id = answers::ask_id(open);
+    if open.reply.is_some() || ctx.handlers.asked_in_this_run(&id) {
+        return;
+    }
+    ctx.handlers.mark_asked(&id);
+    if reachable(ctx).contains(&Handler::Command) {
+        command::put_ask(ctx, key, open);
+    }
 }
 
 /// The question as the run report keeps it: when it was asked and answered.
