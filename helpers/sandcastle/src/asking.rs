@@ -193,17 +193,25 @@ pub fn settle(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> 
 }
 
 /// Puts revision `open.subject.revision` of `key`'s ask, once saved, to the handlers that can
-/// reach a person without waiting, once per run: the question command (marked non-blocking). The
-/// forge's comment is the ask's own (`outbox::publish`); the terminal gets its line as the ask is
-/// taken; `sandcastle answer --ask` answers it anywhere.
+/// reach a person, once per run: the terminal (a few lines and one answer on the prompt's thread)
+/// and the question command (marked non-blocking); the agent waits for neither. The forge's
+/// comment is the ask's own (`outbox::publish`); `sandcastle answer --ask` answers it anywhere.
 pub fn put_ask(ctx: &Context, key: WorkKey, open: &OpenAsk) {
     let id = answers::ask_id(open);
     if open.reply.is_some() || ctx.handlers.asked_in_this_run(&id) {
         return;
     }
     ctx.handlers.mark_asked(&id);
-    if reachable(ctx).contains(&Handler::Command) {
-        command::put_ask(ctx, key, open);
+    for handler in reachable(ctx) {
+        match handler {
+            Handler::Terminal => {
+                if let Ok(terminal) = &ctx.handlers.terminal {
+                    terminal.put_ask(ctx, key, open);
+                }
+            }
+            Handler::Command => command::put_ask(ctx, key, open),
+            Handler::Forge => {}
+        }
     }
 }
 

@@ -85,12 +85,10 @@ pub fn take(ctx: &Context, key: WorkKey, state: &mut WorkState, handed: Result<O
         return;
     }
     ctx.progress.note(&format!(
-        "{key}: the agent asks ({}, revision {}) and goes on: {}; `sandcastle answer {} --ask {} …` answers it",
+        "{key}: the agent asks ({}, revision {}) and goes on: {}",
         ask.kind.name(),
         ask.revision,
-        ask.title,
-        key.number().unwrap_or_default(),
-        ask.revision
+        ask.title
     ));
     let mut open = conversation::start(ask, &ctx.config.questions.poll_backoff);
     // A new revision keeps the work's one comment.

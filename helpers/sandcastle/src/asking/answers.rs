@@ -91,8 +91,29 @@ pub fn leave_ask(
     revision: u32,
     settled: &Settled,
 ) -> Result<Result<(), String>> {
+    let open = match ask_still_open(project, key, revision)? {
+        Ok(open) => open,
+        Err(why) => return Ok(Err(why)),
+    };
+    let path = path(project, &ask_id(&open));
+    if write_first(&path, settled)? {
+        return Ok(Ok(()));
+    }
+    Ok(Err(match take_ask(project, &open)? {
+        Some(earlier) => already_settled(&earlier),
+        None => "another answer came first".to_string(),
+    }))
+}
+
+/// `key`'s open ask, as saved, if its revision `revision` still waits for an answer;
+/// `Ok(Err(why))` when not (none is open, the agent replaced it, or it was answered).
+pub fn ask_still_open(
+    project: &Path,
+    key: WorkKey,
+    revision: u32,
+) -> Result<Result<OpenAsk, String>> {
     let state = WorkState::load(&project.join(".sandcastle/logs/state"), &key.slug())?;
-    let Some(open) = state.as_ref().and_then(|s| s.ask.as_ref()) else {
+    let Some(open) = state.and_then(|s| s.ask) else {
         return Ok(Err(format!("{key} has no open ask")));
     };
     if open.subject.revision != revision {
@@ -103,19 +124,12 @@ pub fn leave_ask(
     }
     let earlier = match &open.reply {
         Some(settled) => Some(settled.clone()),
-        None => take_ask(project, open)?,
+        None => take_ask(project, &open)?,
     };
-    if let Some(earlier) = earlier {
-        return Ok(Err(already_settled(&earlier)));
-    }
-    let path = path(project, &ask_id(open));
-    if write_first(&path, settled)? {
-        return Ok(Ok(()));
-    }
-    Ok(Err(match take_ask(project, open)? {
-        Some(earlier) => already_settled(&earlier),
-        None => "another answer came first".to_string(),
-    }))
+    Ok(match earlier {
+        Some(earlier) => Err(already_settled(&earlier)),
+        None => Ok(open),
+    })
 }
 
 /// The answer left for the open ask's revision, if any.

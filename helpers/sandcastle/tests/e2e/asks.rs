@@ -834,3 +834,75 @@ fn an_ask_answered_through_the_question_command_reaches_the_agent_once() {
         asks[0]
     );
 }
+
+/// On a terminal, a looping run puts the ask there too (a few lines and one answer; the agent works
+/// on meanwhile): the answer typed there is the agent's next prompt, once, with the terminal as its
+/// provenance.
+#[test]
+fn an_ask_answered_on_the_terminal_reaches_the_agent_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            implementer(&[
+                ask_decision(),
+                text("Going on with pg meanwhile."),
+                wait_for_go(),
+                text("Still on it."),
+                json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+                text(&format!("Pool added with mysql2. {COMPLETE}")),
+            ])
+        ]),
+        "[questions]\npollBackoff = [\"1h\"]\nhandlers = [\"terminal\", \"forge\"]\n[asks]\n",
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let tmux = crate::questions::Tmux::start(&format!(
+        "cd '{}' && env -u FORGEJO_TOKEN -u FORGEJO_USER -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL \
+         -u CLAUDE_CODE_OAUTH_TOKEN USER=dana SANDCASTLE_TEST_IMAGE='{}' '{}' run; \
+         echo sandcastle-exited-$?; sleep 600",
+        h.project().display(),
+        crate::harness::image(),
+        env!("CARGO_BIN_EXE_sandcastle"),
+    ));
+    tmux.shows("The agent working on issue #1 asks (decision, revision 1) and works on meanwhile: Which driver?");
+    tmux.shows("2. mysql2: MySQL client");
+    tmux.keys(&["2: we run MySQL", "Enter"]);
+    tmux.shows("issue #1: answered the agent's ask on the terminal");
+    h.touch_in_sandbox("/tmp/go");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while h.pulls().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pull request:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    tmux.keys(&["C-c"]);
+    tmux.shows("sandcastle-exited-");
+
+    let told = told(&h, "The issue: #1\n");
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    for expected in [
+        "dana (local maintainer) answered through the terminal of `sandcastle run` at",
+        "Chosen: option 2, \"mysql2\".",
+        "we run MySQL",
+    ] {
+        assert!(
+            told[0].1.contains(expected),
+            "{expected:?} in {}",
+            told[0].1
+        );
+    }
+    let asks = ask_comments(&h, issue);
+    assert!(
+        asks[0].contains(
+            "**Answered** by `dana (local maintainer)` through the terminal of `sandcastle run` at"
+        ),
+        "{}",
+        asks[0]
+    );
+}

@@ -647,14 +647,17 @@ fn the_question_command_answers_and_the_work_goes_on() {
 }
 
 /// A tmux server of the test's own, ended with the test.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(command: &str) -> Tmux {
+    pub(crate) fn start(command: &str) -> Tmux {
+        // One server per test: tests of this process run side by side.
+        static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let tmux = Tmux {
-            socket: format!("sandcastle-e2e-{}", std::process::id()),
+            socket: format!("sandcastle-e2e-{}-{n}", std::process::id()),
         };
         let status = tmux
             .cmd(&[
@@ -680,7 +683,7 @@ impl Tmux {
         command
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = self
             .cmd(&["capture-pane", "-p", "-t", "run"])
             .output()
@@ -688,14 +691,14 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "run"];
         args.extend_from_slice(keys);
         assert!(self.cmd(&args).status().unwrap().success());
     }
 
     /// Waits until the screen shows `text`.
-    fn shows(&self, text: &str) {
+    pub(crate) fn shows(&self, text: &str) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         loop {
             let screen = self.screen();
