@@ -200,6 +200,8 @@ if [[ -n "$report" ]]; then
     run_id="$(jq -r .runId "$report")"
     echo "containers of run $run_id left: $(docker ps -aq --filter "label=sandcastle.run=$run_id" | wc -l)"
 fi
+step "sandcastle report (the run's cost, time and work, and what became of its pull requests)"
+"${sandcastle[@]}" report || die "sandcastle report failed (above)"
 ((status == 0)) || die "sandcastle run --once exited with status $status"
 echo
 echo "demo: done. The forge and the model stop now; the project stays in $project."

@@ -48,6 +48,7 @@ pub struct Config {
     pub budget: Budget,
     pub cluster: Cluster,
     pub questions: Questions,
+    pub asks: Asks,
     pub clarify: Clarify,
     pub publish: Publish,
     pub autopilot: Autopilot,
@@ -73,6 +74,15 @@ pub struct Publish {
     /// `.gitea/`, `.github/`, any `action.yml`), judged against the base branch, which run with the
     /// repository's secrets once pushed; `false`: such work stops with one comment naming them.
     pub allow_workflow_changes: bool,
+}
+
+/// Asks that do not stop the agent (`sandcastle ask`), put to a person through the question handlers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Asks {
+    /// Off without an `[asks]` table: agents are not taught `sandcastle ask`, get no `ask` tool, and
+    /// an ask made anyway is refused in the sandbox and never published.
+    pub enabled: bool,
 }
 
 /// The assessment of an issue before work starts, and the questions it may ask a person.

@@ -9,8 +9,8 @@ use toml_edit::{Item, TableLike, Value};
 use self::Omitted::{Otherwise, Same};
 use crate::source::Source;
 use crate::{
-    Budget, Cluster, Commands, Config, ConfigError, Egress, Handler, Network, Publish, Review,
-    defaults, forge, image, mounts, suggest,
+    Asks, Budget, Cluster, Commands, Config, ConfigError, Egress, Handler, Network, Publish,
+    Review, defaults, forge, image, mounts, suggest,
 };
 
 /// Top-level keys read by hand before [`KEYS`], in this order (a config wrong in several fails on
@@ -33,6 +33,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "budget",
     "cluster",
     "questions",
+    "asks",
     "clarify",
     "autopilot",
     "publish",
@@ -103,6 +104,8 @@ pub(crate) const KEYS: &[Key] = &[
         "where an agent's question goes; a handler that cannot reach a person in a run (no terminal, `run --once`, no `command`) is skipped with one line"),
     key("questions", "command",              "[\"/usr/local/bin/ask-slack\", \"--channel\", \"dev\"]", Otherwise("none"), As::Argv(|c, v| c.questions.command = Some(v)),
         "the `command` handler's program and arguments: the question as JSON on stdin, the answer as JSON on stdout ([its JSON](asking.md#the-question-commands-json-version-1))"),
+    key("asks",      "enabled",              "true",                    Otherwise("`true` with the table, `false` without it"), As::Boolean(|c, v| c.asks.enabled = v),
+        "teach working agents `sandcastle ask` and its MCP tool, and put their asks to a person through `[questions] handlers` (see [asks that do not stop the agent](asking.md#asks-that-do-not-stop-the-agent-sandcastle-ask)); off, an ask is refused in the sandbox"),
     key("clarify",   "enabled",              "true",                    Otherwise("`true` with the table, `false` without it"), As::Boolean(|c, v| c.clarify.enabled = v),
         "assess each issue before work starts (`sandcastle run --yes` skips it for one run)"),
     key("clarify",   "threshold",            "0.8",                     Same("0.8"),                          As::Fraction(|c, v| c.clarify.threshold = v),
@@ -248,9 +251,10 @@ pub(crate) fn config(source: &Source, root: &dyn TableLike) -> Result<Config, Co
         }
     }
     let mut config = identity_and_defaults(&top)?;
-    // A `[questions]` or `[clarify]` table turns its feature on unless its `enabled` says otherwise.
+    // A `[questions]`, `[asks]` or `[clarify]` table turns its feature on unless its `enabled` says otherwise.
     let present = |section| tables.iter().any(|(name, _)| *name == section);
     config.questions.enabled |= present("questions");
+    config.asks.enabled |= present("asks");
     config.clarify.enabled |= present("clarify");
     for key in KEYS {
         if let Some((_, table)) = tables.iter().find(|(name, _)| *name == key.section) {
@@ -328,6 +332,7 @@ fn identity_and_defaults(top: &Section) -> Result<Config, ConfigError> {
         budget: Budget::default(),
         cluster: Cluster::default(),
         questions: defaults::questions(),
+        asks: Asks::default(),
         clarify: defaults::clarify(),
         publish: Publish::default(),
         autopilot: defaults::autopilot(),

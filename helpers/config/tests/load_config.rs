@@ -82,6 +82,7 @@ fn defaults() -> Value {
             "handlers": ["terminal", "forge"],
             "command": null,
         },
+        "asks": { "enabled": false },
         "clarify": { "enabled": false, "threshold": 0.8, "maxRounds": 5, "timeout": "3m" },
         "autopilot": { "enabled": true, "ciRounds": 2, "conflictRounds": 2 },
         "publish": { "allowWorkflowChanges": false },
@@ -139,6 +140,8 @@ timeout = "2h"
 responders = ["bob", "carol.x"]
 handlers = ["command", "forge"]
 command = ["./ask.sh", "--to", "dev team"]
+[asks]
+enabled = true
 [clarify]
 enabled = false
 threshold = 0.65
@@ -189,6 +192,7 @@ allowWorkflowChanges = true
                 "handlers": ["command", "forge"],
                 "command": ["./ask.sh", "--to", "dev team"],
             },
+            "asks": { "enabled": true },
             "clarify": { "enabled": false, "threshold": 0.65, "maxRounds": 2, "timeout": "1m" },
             "autopilot": { "enabled": false, "ciRounds": 3, "conflictRounds": 1 },
             "publish": { "allowWorkflowChanges": true },
@@ -212,23 +216,25 @@ fn a_partial_table_keeps_the_defaults_for_the_keys_it_omits() {
     assert_eq!(resolved(&toml), expected);
 }
 
-/// Asking a person is opt-in: an empty `[questions]` or `[clarify]` table turns it on, and
-/// `enabled = false` in the table turns it off again.
+/// Asking a person is opt-in: an empty `[questions]`, `[asks]` or `[clarify]` table turns it on,
+/// and `enabled = false` in the table turns it off again.
 #[test]
-fn a_questions_or_clarify_table_turns_asking_on() {
-    let on = resolved(&format!("{MINIMAL}[questions]\n[clarify]\n"));
+fn a_questions_asks_or_clarify_table_turns_asking_on() {
+    let on = resolved(&format!("{MINIMAL}[questions]\n[asks]\n[clarify]\n"));
     assert_eq!(on["questions"]["enabled"], true);
+    assert_eq!(on["asks"]["enabled"], true);
     assert_eq!(on["clarify"]["enabled"], true);
     assert_eq!(on["clarify"]["timeout"], "3m");
     let off = resolved(&format!(
-        "{MINIMAL}[questions]\nenabled = false\n[clarify]\nenabled = false\ntimeout = \"20s\"\n"
+        "{MINIMAL}[questions]\nenabled = false\n[asks]\nenabled = false\n[clarify]\nenabled = false\ntimeout = \"20s\"\n"
     ));
     assert_eq!(off["questions"]["enabled"], false);
+    assert_eq!(off["asks"]["enabled"], false);
     assert_eq!(off["clarify"]["enabled"], false);
     assert_eq!(off["clarify"]["timeout"], "20s");
 }
 
-/// A new project from the Rust template asks people: its config turns both on explicitly.
+/// A new project from the Rust template asks people: its config turns all three on explicitly.
 #[test]
 fn the_rust_templates_config_turns_asking_on() {
     let template = std::fs::read_to_string(
@@ -237,6 +243,7 @@ fn the_rust_templates_config_turns_asking_on() {
     .unwrap();
     let config = resolved(&template);
     assert_eq!(config["questions"]["enabled"], true);
+    assert_eq!(config["asks"]["enabled"], true);
     assert_eq!(config["clarify"]["enabled"], true);
 }
 
@@ -406,7 +413,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `clarify`, `autopilot`, `publish`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `asks`, `clarify`, `autopilot`, `publish`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

@@ -59,6 +59,8 @@ pub struct AgentRun<'a> {
     pub iteration: u32,
     /// Where the turn hands out the checkout's commits.
     pub commits: CommitsOut,
+    /// A working role gets `sandcastle mcp`'s `ask` tool (the project's `[asks]`).
+    pub asks: bool,
 }
 
 /// The checkout's commits a turn hands out after Claude Code: a bundle of those the host lacks

@@ -20,6 +20,12 @@ pub const OUTBOX: &str = "/home/agent/.sandcastle-outbox/ask.json";
 pub const KEY_VAR: &str = "SANDCASTLE_WORK_KEY";
 /// The variable holding the last revision the orchestrator took of this work's ask.
 pub const REVISION_VAR: &str = "SANDCASTLE_ASK_REVISION";
+/// The variable that is `on` when the project turned asks on (`[asks]`); without it every ask is
+/// refused here, and the host refuses one it finds in the outbox all the same.
+pub const ASKS_VAR: &str = "SANDCASTLE_ASKS";
+/// Why an ask is refused in a project without `[asks]`.
+pub const ASKS_OFF: &str = "asks are off in this project (no `[asks]` table in \
+                            .sandcastle/config.toml): nobody is asked; go on without an answer";
 
 const TITLE_MAX: usize = 120;
 const DETAILS_MAX: usize = 2000;
@@ -310,6 +316,9 @@ fn ask(args: AskArgs) -> Result<Ask, Refused> {
             "{KEY_VAR} is not set: `sandcastle ask` runs in a sandbox of `sandcastle run`"
         ))
     })?;
+    if std::env::var(ASKS_VAR).as_deref() != Ok("on") {
+        return Err(Refused(ASKS_OFF.to_string()));
+    }
     let options = args
         .options
         .iter()

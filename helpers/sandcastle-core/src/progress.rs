@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// One issue's (or pull request's) current state, as the view shows it.
 #[derive(Debug, Clone)]
 pub struct Status {
-    /// `issue #42`, `pr #7`.
+    /// `issue #42`, `pull request #7`.
     pub key: String,
     /// `rework`, `plan`, `implement`.
     pub lane: String,

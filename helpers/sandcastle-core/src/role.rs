@@ -91,16 +91,22 @@ impl WorkKey {
         (key.slug() == slug).then_some(key)
     }
 
-    /// The key a report names (`plan`, `issue #42`, `pr #7`), if any: its `Display` read back.
+    /// The key a report names (`plan`, `issue #42`, `pull request #7`), if any: its `Display` read
+    /// back, and `pr #7`, as reports before it named a pull request.
     pub fn from_report(text: &str) -> Option<WorkKey> {
-        let key = match text {
-            "plan" => WorkKey::Plan,
-            _ => match text.strip_prefix("issue #") {
-                Some(n) => WorkKey::Issue(n.parse().ok()?),
-                None => WorkKey::Pull(text.strip_prefix("pr #")?.parse().ok()?),
-            },
+        let number = |prefix: &str| {
+            let digits = text.strip_prefix(prefix)?;
+            // `#04` or `#+4` is no number sandcastle writes.
+            let n: u64 = digits.parse().ok()?;
+            (n.to_string() == digits).then_some(n)
         };
-        (key.to_string() == text).then_some(key)
+        if text == "plan" {
+            return Some(WorkKey::Plan);
+        }
+        number("issue #")
+            .map(WorkKey::Issue)
+            .or_else(|| number("pull request #").map(WorkKey::Pull))
+            .or_else(|| number("pr #").map(WorkKey::Pull))
     }
 
     /// The issue's or pull request's number; the planner's pass has none.
@@ -122,12 +128,12 @@ impl WorkKey {
 }
 
 impl fmt::Display for WorkKey {
-    /// `plan`, `issue #42`, `pr #7`: in logs and the report.
+    /// `plan`, `issue #42`, `pull request #7`: in every message, logs and the report.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkKey::Plan => f.write_str("plan"),
             WorkKey::Issue(n) => write!(f, "issue #{n}"),
-            WorkKey::Pull(n) => write!(f, "pr #{n}"),
+            WorkKey::Pull(n) => write!(f, "pull request #{n}"),
         }
     }
 }
@@ -165,10 +171,23 @@ mod tests {
         for slug in ["planner", "issue-", "issue-04", "pr-x", "issue-1-2"] {
             assert_eq!(WorkKey::from_slug(slug), None, "{slug}");
         }
+        assert_eq!(WorkKey::Pull(7).to_string(), "pull request #7");
         for key in [WorkKey::Plan, WorkKey::Issue(42), WorkKey::Pull(7)] {
             assert_eq!(WorkKey::from_report(&key.to_string()), Some(key));
         }
-        for text in ["issue #", "issue #04", "pr 7", "issue #1 ", "planner"] {
+        assert_eq!(
+            WorkKey::from_report("pr #7"),
+            Some(WorkKey::Pull(7)),
+            "an older report"
+        );
+        for text in [
+            "issue #",
+            "issue #04",
+            "pr 7",
+            "issue #1 ",
+            "planner",
+            "pull request #+7",
+        ] {
             assert_eq!(WorkKey::from_report(text), None, "{text}");
         }
     }

@@ -10,7 +10,7 @@
 //! run` has a terminal), [`command`] (`[questions] command`, JSON in and out). A terminal prompt
 //! and a command run on threads of their own while the run's other work goes on; a restarted
 //! run asks through them again.
-mod answers;
+pub(crate) mod answers;
 mod command;
 mod forge;
 mod terminal;
@@ -20,7 +20,7 @@ use crate::conversation::{self, Due};
 use crate::forge_thread::post_once;
 use crate::handlers::SINGLE_PASS;
 use crate::report::Asked;
-use crate::state::{Answer, Channel, Phase, Waiting};
+use crate::state::{Answer, Channel, OpenAsk, Phase, Waiting};
 use anyhow::Result;
 use jiff::Timestamp;
 pub use sandcastle_config::Handler;
@@ -116,16 +116,15 @@ pub fn ask(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> {
     }
     ctx.forge.add_labels(number, &["needs-info"])?;
     ctx.handlers.mark_asked(&id);
-    ctx.report
-        .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
+    ctx.report.record_question(&key.to_string(), asked(waiting));
     for handler in reachable(ctx) {
         match handler {
             Handler::Terminal => {
                 if let Ok(terminal) = &ctx.handlers.terminal {
-                    terminal.ask(ctx, number, waiting);
+                    terminal.ask(ctx, key, waiting);
                 }
             }
-            Handler::Command => command::ask(ctx, number, waiting),
+            Handler::Command => command::ask(ctx, key, waiting),
             Handler::Forge => {}
         }
     }
@@ -155,8 +154,7 @@ pub fn poll(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<Poll> 
     }
     conversation::read(ctx, key, number, talk, Due::Backoff)?;
     if talk.reply.is_some() {
-        ctx.report
-            .record_question(&WorkKey::Issue(number).to_string(), asked(waiting));
+        ctx.report.record_question(&key.to_string(), asked(waiting));
         return Ok(Poll::Answered);
     }
     let timed_out = !waiting.timed_out
@@ -170,7 +168,7 @@ pub fn poll(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<Poll> 
             number,
             &format!("<!-- sandcastle:question-timeout {} -->", talk.id),
             &format!(
-                "Nobody answered the agent's question within {timeout} (`[questions] timeout`). The issue \
+                "Nobody answered the agent's question within {timeout} (`[questions] timeout`). It \
                  keeps `needs-info`; an answer is still taken up by a later pass."
             ),
         )?;
@@ -194,6 +192,29 @@ pub fn settle(ctx: &Context, key: WorkKey, waiting: &mut Waiting) -> Result<()> 
     answers::remove(&ctx.project, &waiting.conversation.id)
 }
 
+/// Puts revision `open.subject.revision` of `key`'s ask, once saved, to the handlers that can
+/// reach a person, once per run: the terminal (a few lines and one answer on the prompt's thread)
+/// and the question command (marked non-blocking); the agent waits for neither. The forge's
+/// comment is the ask's own (`outbox::publish`); `sandcastle answer --ask` answers it anywhere.
+pub fn put_ask(ctx: &Context, key: WorkKey, open: &OpenAsk) {
+    let id = answers::ask_id(open);
+    if open.reply.is_some() || ctx.handlers.asked_in_this_run(&id) {
+        return;
+    }
+    ctx.handlers.mark_asked(&id);
+    for handler in reachable(ctx) {
+        match handler {
+            Handler::Terminal => {
+                if let Ok(terminal) = &ctx.handlers.terminal {
+                    terminal.put_ask(ctx, key, open);
+                }
+            }
+            Handler::Command => command::put_ask(ctx, key, open),
+            Handler::Forge => {}
+        }
+    }
+}
+
 /// The question as the run report keeps it: when it was asked and answered.
 fn asked(waiting: &Waiting) -> Asked {
     let talk = &waiting.conversation;
@@ -209,7 +230,7 @@ fn asked(waiting: &Waiting) -> Asked {
 pub fn answer_locally(
     project: &Path,
     waiting: &Waiting,
-    number: u64,
+    key: WorkKey,
     text: &str,
 ) -> Result<Result<Vec<Reply>, String>> {
     let replies = match questions::read_reply(&waiting.conversation.subject, text) {
@@ -222,5 +243,5 @@ pub fn answer_locally(
         at: Timestamp::now(),
         replies: replies.clone(),
     };
-    Ok(answers::leave(project, number, &waiting.conversation.id, &answer)?.map(|()| replies))
+    Ok(answers::leave(project, key, &waiting.conversation.id, &answer)?.map(|()| replies))
 }

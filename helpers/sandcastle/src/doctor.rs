@@ -147,14 +147,26 @@ fn secrets(settings: &Settings) -> Result<String> {
         .iter()
         .map(|(k, _)| k.as_str())
         .filter(|k| !HOST_ONLY_KEYS.contains(k))
+        // As `Context::sandbox_env`: a key with no value anywhere is not passed.
+        .filter(|k| settings.env.get(k).is_some())
         .collect();
     let redacted = settings.env.redacted_keys();
-    Ok(format!(
-        "FORGEJO_USER is {}; sandboxes get {}; redacted from logs: {} (values under 8 characters or common words are not)",
-        creds.user,
-        passed.join(", "),
-        redacted.join(", ")
-    ))
+    Ok(secrets_line(&creds.user, &passed, &redacted))
+}
+
+/// The `secrets` line: an empty list is said as such, never left blank.
+fn secrets_line(user: &str, passed: &[&str], redacted: &[String]) -> String {
+    let passed = match passed {
+        [] => "no variable of .sandcastle/.env".to_string(),
+        keys => keys.join(", "),
+    };
+    let redacted = match redacted {
+        [] => "nothing".to_string(),
+        keys => keys.join(", "),
+    };
+    format!(
+        "FORGEJO_USER is {user}; sandboxes get {passed}; redacted from logs: {redacted} (values under 8 characters or common words are not)"
+    )
 }
 
 /// Which model credential the proxy sends, how and where (never its value), and the credential
@@ -477,5 +489,24 @@ mod tests {
         }
         let empty = tempfile::tempdir().unwrap();
         assert!(template_placeholders(empty.path()).is_ok());
+    }
+
+    /// With no variable for sandboxes, the line says so instead of ending in "get ;".
+    #[test]
+    fn the_secrets_line_names_empty_lists() {
+        assert_eq!(
+            secrets_line("alice", &[], &[]),
+            "FORGEJO_USER is alice; sandboxes get no variable of .sandcastle/.env; redacted from \
+             logs: nothing (values under 8 characters or common words are not)"
+        );
+        assert_eq!(
+            secrets_line(
+                "alice",
+                &["DATABASE_URL", "NPM_TOKEN"],
+                &["NPM_TOKEN".into()]
+            ),
+            "FORGEJO_USER is alice; sandboxes get DATABASE_URL, NPM_TOKEN; redacted from logs: \
+             NPM_TOKEN (values under 8 characters or common words are not)"
+        );
     }
 }

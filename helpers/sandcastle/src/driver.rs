@@ -71,7 +71,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         limit: ctx.config.budget.max_cost_per_issue,
     };
     let mut sandbox = WorkSandbox::new(ctx, key, &repo)
-        .with_env(&outbox::sandbox_env(key, &state))
+        .with_env(&outbox::sandbox_env(ctx, key, &state))
         .with_budget(budget);
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
@@ -361,10 +361,7 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("ISSUE_BODY", issue.body.clone()),
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
-            (
-                "ASKING",
-                prompts::asking(ctx.config.questions.enabled, issue.number),
-            ),
+            ("ASKING", prompts::asking(&ctx.config, issue.number)),
         ],
         Piece::Pull(pull) => vec![
             ("PR_NUMBER", pull.number.to_string()),
@@ -372,16 +369,13 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
             ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
-            (
-                "ASKING",
-                prompts::asking(ctx.config.questions.enabled, pull.number),
-            ),
+            ("ASKING", prompts::asking(&ctx.config, pull.number)),
         ],
         Piece::Green(pull, trouble) => {
             // The reviewer judges the branch against the issue it implements.
             let number =
                 planning::own_issue(pull, &ctx.login, &ctx.config.repo, base).map_err(|why| {
-                    anyhow::anyhow!("pr #{}: not sandcastle's own: {why}", pull.number)
+                    anyhow::anyhow!("pull request #{}: not sandcastle's own: {why}", pull.number)
                 })?;
             let issue = ctx.forge.issue(number)?;
             let (task, checks) = green::task(trouble, base);

@@ -31,7 +31,7 @@ pub fn listing(dir: &Path, autopilot: &sandcastle_config::Autopilot) -> Result<V
             continue;
         }
         let mut line = format!(
-            "pr #{number} kept green: {} of {} CI round(s), {} of {} conflict round(s)",
+            "pull request #{number} kept green: {} of {} CI round(s), {} of {} conflict round(s)",
             record.ci_rounds,
             autopilot.ci_rounds,
             record.conflict_rounds,
@@ -181,7 +181,7 @@ fn trouble_of(ctx: &Context, pull: &Pull) -> Result<Option<Trouble>> {
         }),
         "pending" => {
             ctx.progress.note(&format!(
-                "pr #{}: CI is still running on {}; waiting for it",
+                "pull request #{}: CI is still running on {}; waiting for it",
                 pull.number,
                 short(&head)
             ));
@@ -209,7 +209,7 @@ fn ask_a_person(ctx: &Context, pull: u64, trouble: &Trouble) -> Result<()> {
         &body,
     )?;
     ctx.progress.note(&format!(
-        "pr #{pull}: {} again after {limit} round(s); asked a person",
+        "pull request #{pull}: {} again after {limit} round(s); asked a person",
         trouble.what()
     ));
     ctx.report.set_outcome(
@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(
             listing(dir.path(), &autopilot).unwrap(),
             [
-                "pr #7 kept green: 2 of 2 CI round(s), 0 of 2 conflict round(s); `ciRounds` ran out and a person was asked to look"
+                "pull request #7 kept green: 2 of 2 CI round(s), 0 of 2 conflict round(s); `ciRounds` ran out and a person was asked to look"
             ]
         );
         std::fs::write(dir.path().join("green/pr-3.json"), "{").unwrap();

@@ -1,7 +1,9 @@
 //! The run's side of the question handlers, below the behaviour that uses them (`asking/`): whether
 //! a terminal prompt can be used and its queue, the question commands running, which questions this
 //! run has put to them, and whether an answer came in from a handler's thread. `Context` holds one.
+use sandcastle_core::ask::Ask;
 use sandcastle_core::questions::Questions;
+use sandcastle_core::role::WorkKey;
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,11 +85,18 @@ pub struct Terminal {
     pub queue: Mutex<Option<Sender<Queued>>>,
 }
 
-/// One question queued for the prompt.
+/// One question, or one revision of an ask, queued for the prompt.
 pub struct Queued {
-    pub number: u64,
-    pub id: String,
-    pub questions: Questions,
+    pub key: WorkKey,
+    pub put: Put,
+}
+
+/// What the prompt puts to the person.
+pub enum Put {
+    /// A question (its id and its questions): the agent waits.
+    Questions(String, Questions),
+    /// An ask: the agent works on meanwhile; its answer goes to this revision.
+    Ask(Ask),
 }
 
 /// The process ids (and groups) of the question commands running now.

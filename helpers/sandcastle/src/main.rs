@@ -68,10 +68,14 @@ enum Command {
     /// List what waits for a person: questions (issue, age, channels, where to answer) and open asks.
     Questions,
     /// Answer the question waiting on issue or pull request N as the local maintainer: `1`,
-    /// `2: because …` or free text, one line per question.
+    /// `2: because …` or free text, one line per question. With `--ask`, its open ask instead:
+    /// an option's number or label, free text, or `close`.
     Answer {
         #[arg(value_name = "N")]
         issue: u64,
+        /// Answer the agent's open ask at this revision (`sandcastle questions` shows it).
+        #[arg(long, value_name = "REVISION")]
+        ask: Option<u32>,
         /// The answer; several words are joined with spaces.
         #[arg(required = true, value_name = "TEXT")]
         text: Vec<String>,
@@ -129,9 +133,10 @@ fn main() -> ExitCode {
         Some(Command::Plan) => run::plan(&project),
         Some(Command::Doctor) => doctor::doctor(&project),
         Some(Command::Questions) => waiting_cmd::list(&project),
-        Some(Command::Answer { issue, text }) => {
-            waiting_cmd::answer(&project, issue, &text.join(" "))
-        }
+        Some(Command::Answer { issue, ask, text }) => match ask {
+            Some(revision) => waiting_cmd::answer_ask(&project, issue, revision, &text.join(" ")),
+            None => waiting_cmd::answer(&project, issue, &text.join(" ")),
+        },
         Some(Command::Report(args)) => report_cmd::report(&project, &args),
         Some(
             Command::Ask(_)

@@ -8,11 +8,12 @@
 //! settled; the "telling" mark is saved before the turn that carries it and the key is recorded in
 //! `told` once that turn's session is saved. A kill in between tells it again in the retried turn,
 //! whose resumed session never saw it; a key in `told` is never told again.
+use crate::asking::{self, answers};
 use crate::context::Context;
 use crate::conversation::{self, Choice, Item, Outline, Replied, Subject};
 use crate::prompts;
 use crate::report::Asked;
-use crate::state::{OpenAsk, Phase, Settled, Telling, WorkState};
+use crate::state::{Channel, OpenAsk, Phase, Settled, Telling, WorkState};
 use anyhow::Result;
 use jiff::Timestamp;
 use sandcastle_core::ask::{self, Ask, Kind};
@@ -37,13 +38,17 @@ pub enum Pace {
 }
 
 /// The variables every `docker exec` of this work's sandbox gets, so `sandcastle ask` knows its
-/// work and goes on from the revision the orchestrator last took.
-pub fn sandbox_env(key: WorkKey, state: &WorkState) -> [(String, String); 2] {
+/// work, goes on from the revision the orchestrator last took, and whether asks are on (`[asks]`).
+pub fn sandbox_env(ctx: &Context, key: WorkKey, state: &WorkState) -> Vec<(String, String)> {
     let revision = state.ask.as_ref().map_or(0, |open| open.subject.revision);
-    [
+    let mut env = vec![
         (ask::KEY_VAR.to_string(), ask::key_text(key)),
         (ask::REVISION_VAR.to_string(), revision.to_string()),
-    ]
+    ];
+    if ctx.config.asks.enabled {
+        env.push((ask::ASKS_VAR.to_string(), "on".to_string()));
+    }
+    env
 }
 
 /// After a turn, or when a turn relays it: a new revision in the outbox is checked again and kept,
@@ -64,6 +69,12 @@ pub fn take(ctx: &Context, key: WorkKey, state: &mut WorkState, handed: Result<O
         Ok(None) => return,
         Err(e) => return refused(state, ctx.redactor.error(&e)),
     };
+    // The sandbox refuses an ask when asks are off; an outbox written some other way is not
+    // believed either.
+    if !ctx.config.asks.enabled {
+        let why = "asks are off (no `[asks]` table in .sandcastle/config.toml)";
+        return refused(state, why.to_string());
+    }
     let ask = match ask::from_outbox(&bytes, key) {
         Ok(ask) => ask,
         Err(why) => return refused(state, why),
@@ -97,6 +108,7 @@ pub fn publish(ctx: &Context, key: WorkKey, state: &mut WorkState, pace: Pace) -
     let Some(open) = state.ask.as_mut() else {
         return Ok(());
     };
+    asking::put_ask(ctx, key, open);
     let now = Timestamp::now();
     if open.after != 0 || open.reply.is_some() || too_soon(open, pace, now) {
         return Ok(());
@@ -149,6 +161,11 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
         return Ok(());
     };
     let settled_before = open.reply.is_some();
+    // An answer left on this machine (`sandcastle answer --ask`, the question command) comes
+    // first; the forge's replies are read only while none is there.
+    if !settled_before {
+        open.reply = answers::take_ask(&ctx.project, open)?;
+    }
     conversation::read(ctx, key, number, open, due)?;
     if let (false, Some(settled)) = (settled_before, &open.reply) {
         ctx.report.record_ask(&key.to_string(), asked(open));
@@ -159,8 +176,8 @@ pub fn poll(ctx: &Context, key: WorkKey, state: &mut WorkState, due: Due) -> Res
         };
         let how = if settled.closed { "closed" } else { "answered" };
         ctx.progress.note(&format!(
-            "{key}: {} {how} the agent's ask (revision {}); it is told in its next turn",
-            settled.by, open.subject.revision
+            "{key}: {} {how} the agent's ask (revision {}) through {}; it is told in its next turn",
+            settled.by, open.subject.revision, settled.channel
         ));
         if !state.told.contains(&telling.key) {
             state.tell = Some(telling);
@@ -226,53 +243,23 @@ impl Subject for Ask {
     }
 
     fn read(&self, by: &str, text: &str) -> Result<Settled, String> {
-        match text.trim() {
-            "" => Err("it is empty".to_string()),
-            text => Ok(read_reply(self, by, text)),
-        }
+        Settled::read(self, by, Channel::Forge, text)
     }
 }
 
 impl Replied for Settled {
     fn line(&self) -> String {
+        let through = match self.channel {
+            Channel::Forge => String::new(),
+            channel => format!(" through {channel}"),
+        };
         format!(
-            "**{}** by {} at {}",
+            "**{}** by {}{through} at {}",
             if self.closed { "Closed" } else { "Answered" },
             quote_inline(&self.by),
             self.at.strftime("%Y-%m-%d %H:%M:%S UTC")
         )
     }
-}
-
-/// `close` closes the ask; for a decision, an option's number or label (then `: why`) chooses it;
-/// anything else is a free answer.
-fn read_reply(ask: &Ask, by: &str, text: &str) -> Settled {
-    let mut settled = Settled {
-        by: by.to_string(),
-        at: Timestamp::now(),
-        closed: text.eq_ignore_ascii_case("close"),
-        option: None,
-        text: text.to_string(),
-    };
-    if settled.closed {
-        settled.text.clear();
-        return settled;
-    }
-    let (head, rest) = text.split_once(':').unwrap_or((text, ""));
-    let head = head.trim();
-    let chosen = ask
-        .options
-        .iter()
-        .position(|o| o.label.eq_ignore_ascii_case(head));
-    let numbered = head
-        .parse::<usize>()
-        .ok()
-        .filter(|n| (1..=ask.options.len()).contains(n));
-    if let Some(option) = numbered.or(chosen.map(|i| i + 1)) {
-        settled.option = Some(option);
-        settled.text = rest.trim().to_string();
-    }
-    settled
 }
 
 /// Before a working turn: the answer to tell, if any, marked "telling" (the driver saves the mark
@@ -364,7 +351,7 @@ pub fn hand_over(ctx: &Context, pull: u64, from: &WorkState) -> Result<Option<Wo
         }
     };
     ctx.progress.note(&format!(
-        "pr #{pull}: the answer to the agent's ask starts a pr-fixer turn"
+        "pull request #{pull}: the answer to the agent's ask starts a pr-fixer turn"
     ));
     state.tell = Some(Telling {
         telling: false,
@@ -421,7 +408,7 @@ mod tests {
     fn a_reply_closes_chooses_or_answers_freely() {
         let ask = decision();
         let read = |text| {
-            let s = read_reply(&ask, "carol", text);
+            let s = Settled::read(&ask, "carol", Channel::Forge, text).unwrap();
             (s.closed, s.option, s.text)
         };
         assert_eq!(read("close"), (true, None, String::new()));

@@ -24,7 +24,8 @@ pub struct PassSummary {
     pub failed: usize,
     /// Issues too unclear to start with nobody to ask: the guidance for each.
     pub unclear: Vec<String>,
-    /// Questions whose `[questions] timeout` passed in this pass.
+    /// Questions of the pass's scope (`only_issue`, or all) that wait past their `[questions]
+    /// timeout`: counted on every pass until answered, not only the one that saw the timeout.
     pub timed_out: usize,
 }
 
@@ -34,7 +35,7 @@ pub fn run_pass(ctx: &Context, only_issue: Option<u64>) -> Result<PassSummary> {
     let base = ctx.forge.default_branch()?;
     let mut summary = PassSummary::default();
     finish_publishing(ctx, &base, &mut summary)?;
-    answered_questions(ctx, &base, &mut summary)?;
+    answered_questions(ctx, &base, only_issue, &mut summary)?;
     let answered_asks = answered_asks(ctx)?;
     run_parallel(
         ctx,
@@ -107,7 +108,12 @@ fn finish_publishing(ctx: &Context, base: &str, summary: &mut PassSummary) -> Re
 /// Work waiting for a person (issues, and pull requests whose pr-fixer asked): each question's
 /// answer is looked for (with backoff), its timeout recorded; answered work goes on first. Waiting
 /// work has `needs-info` and a saved `Waiting` phase, so nothing else would take it up again.
-fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> Result<()> {
+fn answered_questions(
+    ctx: &Context,
+    base: &str,
+    only_issue: Option<u64>,
+    summary: &mut PassSummary,
+) -> Result<()> {
     let dir = ctx.state_dir();
     let mut issues = Vec::new();
     let mut pulls = Vec::new();
@@ -130,6 +136,8 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
             continue;
         };
         let polled = asking::poll(ctx, key, waiting)?;
+        // A `--issue` run answers for its issue's question only.
+        let in_scope = only_issue.is_none_or(|only| key == WorkKey::Issue(only));
         // An answer is saved before anything is done with it: settling removes its file.
         state.save(&dir)?;
         match polled {
@@ -147,9 +155,17 @@ fn answered_questions(ctx: &Context, base: &str, summary: &mut PassSummary) -> R
                 if let Some(line) = crate::clarify::still_waiting(ctx, &state) {
                     ctx.report.set_clarification(&name, &line);
                 }
+                if in_scope && state.waiting().is_some_and(|waiting| waiting.timed_out) {
+                    summary.timed_out += 1;
+                    ctx.progress.note(&format!(
+                        "{name}: the question still waits past its timeout; `sandcastle answer {number} …` answers it"
+                    ));
+                }
             }
             Poll::TimedOut => {
-                summary.timed_out += 1;
+                if in_scope {
+                    summary.timed_out += 1;
+                }
                 let line = format!(
                     "question timed out after {} (commented; needs-info kept)",
                     humantime::format_duration(ctx.config.questions.timeout)

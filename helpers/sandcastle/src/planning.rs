@@ -52,7 +52,7 @@ pub fn sent_back<'a>(ctx: &Context, pulls: &'a [Pull], base: &str) -> Result<Vec
     {
         if let Err(why) = own_issue(pull, &ctx.login, &ctx.config.repo, base) {
             ctx.progress
-                .note(&format!("pr #{}: left alone: {why}", pull.number));
+                .note(&format!("pull request #{}: left alone: {why}", pull.number));
         } else if crate::green_record::in_progress(ctx, pull.number)?.is_some() {
             // A round keeping it green labelled it so; that lane goes on with it.
         } else if is_free(ctx, WorkKey::Pull(pull.number), &pull.updated_at)? {

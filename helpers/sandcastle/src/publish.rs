@@ -46,7 +46,7 @@ pub fn publish(
         && !repo.contains(&start)?
     {
         bail!(
-            "pr #{}: the branch no longer contains {start}, which is on the forge; sandcastle pushes \
+            "pull request #{}: the branch no longer contains {start}, which is on the forge; sandcastle pushes \
              fast-forward only",
             pull.number
         );

@@ -27,7 +27,7 @@ pub struct RoleTally {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkReport {
-    /// `issue #42`, `pr #7`, `plan`.
+    /// `issue #42`, `pull request #7`, `plan`.
     pub key: String,
     pub outcome: String,
     /// The pull request this work opened (an issue) or reworked (a pull request), if it did.

@@ -22,7 +22,7 @@ pub fn for_pr_fixer(ctx: &Context, pull: u64) -> Result<String> {
         };
         if !can_write {
             ctx.progress.note(&format!(
-                "pr #{pull}: left out the review by {}: no write access to {}",
+                "pull request #{pull}: left out the review by {}: no write access to {}",
                 review.author, ctx.config.repo
             ));
             continue;

@@ -1,7 +1,7 @@
 //! `sandcastle questions` and `sandcastle answer`: what waits for a person, and an answer from any
 //! terminal on the maintainer's machine. Both read the saved state only; a run takes the answer up.
-use crate::asking;
-use crate::state::{Channel, WorkState};
+use crate::asking::{self, answers};
+use crate::state::{Channel, Settled, WorkState};
 use anyhow::{Result, bail};
 use sandcastle_core::role::WorkKey;
 use std::path::Path;
@@ -29,7 +29,10 @@ pub fn list(project: &Path) -> Result<ExitCode> {
         let Some(question) = state.waiting() else {
             continue;
         };
-        let Some(number) = WorkKey::from_slug(&state.slug).and_then(WorkKey::number) else {
+        let Some(key) = WorkKey::from_slug(&state.slug) else {
+            continue;
+        };
+        let Some(number) = key.number() else {
             continue;
         };
         let age = age(question.conversation.asked_at);
@@ -58,7 +61,7 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             None => String::new(),
         };
         println!(
-            "#{number} {:?}: asked {age} ago {through}{answered}; answer with {}",
+            "{key} {:?}: asked {age} ago {through}{answered}; answer with {}",
             question.conversation.subject.title,
             answer_with.join(" or ")
         );
@@ -72,10 +75,11 @@ pub fn list(project: &Path) -> Result<ExitCode> {
             (_, Some(_)) => "answered; told to the agent at its next turn".to_string(),
             (Some(open), None) => format!(
                 "asked {} ago, the agent works on; answer with a comment on {}/{}/issues/{number} \
-                 (or reply `close`)",
+                 (or reply `close`) or `sandcastle answer {number} --ask {} <text>`",
                 age(open.asked_at),
                 settings.config.forge_url,
-                settings.config.repo
+                settings.config.repo,
+                open.subject.revision
             ),
             (None, None) => continue,
         };
@@ -100,25 +104,65 @@ pub fn answer(project: &Path, number: u64, text: &str) -> Result<ExitCode> {
     let mut waiting_states = Vec::new();
     for key in [WorkKey::Issue(number), WorkKey::Pull(number)] {
         waiting_states.extend(
-            WorkState::load(&state_dir(project), &key.slug())?.filter(|s| s.waiting().is_some()),
+            WorkState::load(&state_dir(project), &key.slug())?
+                .filter(|s| s.waiting().is_some())
+                .map(|s| (key, s)),
         );
     }
-    let Some(waiting) = waiting_states.first().and_then(WorkState::waiting) else {
+    let Some((key, waiting)) = waiting_states
+        .first()
+        .and_then(|(key, s)| Some((*key, s.waiting()?)))
+    else {
         bail!(
-            "issue #{number} has no question waiting: `sandcastle questions` lists those that do"
+            "issue or pull request #{number} has no question waiting: `sandcastle questions` lists those that do"
         );
     };
     if waiting.conversation.reply.is_some() {
-        bail!("issue #{number}'s question is already answered; the next pass delivers the answer");
+        bail!("{key}'s question is already answered; the next pass delivers the answer");
     }
-    match asking::answer_locally(project, waiting, number, text)? {
+    match asking::answer_locally(project, waiting, key, text)? {
         Ok(replies) => {
             println!(
-                "answered issue #{number} ({} answer(s)); the run takes it up on its next pass",
+                "answered {key} ({} answer(s)); the run takes it up on its next pass",
                 replies.len()
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(why) => bail!("issue #{number}: your answer was not taken: {why}"),
+        Err(why) => bail!("{key}: your answer was not taken: {why}"),
+    }
+}
+
+/// Leaves `text` as the answer to revision `revision` of the open ask on issue or pull request
+/// `number`; the run tells it to the agent at its next turn, whichever channel answered first.
+pub fn answer_ask(project: &Path, number: u64, revision: u32, text: &str) -> Result<ExitCode> {
+    let mut open = None;
+    for key in [WorkKey::Issue(number), WorkKey::Pull(number)] {
+        if let Some(state) = WorkState::load(&state_dir(project), &key.slug())?
+            && let Some(ask) = state.ask
+        {
+            open = Some((key, ask));
+            break;
+        }
+    }
+    let Some((key, ask)) = open else {
+        bail!(
+            "issue or pull request #{number} has no open ask: `sandcastle questions` lists those that do"
+        );
+    };
+    let settled = Settled::read(
+        &ask.subject,
+        &answers::local_user(),
+        Channel::CommandLine,
+        text,
+    )
+    .map_err(|why| anyhow::anyhow!("{key}: your answer was not taken: {why}"))?;
+    match answers::leave_ask(project, key, revision, &settled)? {
+        Ok(()) => {
+            println!(
+                "answered {key}'s ask (revision {revision}); the run tells the agent at its next turn"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => bail!("{key}: your answer was not taken: {why}"),
     }
 }

@@ -370,6 +370,7 @@ impl Sandboxed for WorkSandbox<'_> {
                 known_tip: known_tip.clone(),
                 file: commits_file.path().to_path_buf(),
             },
+            asks: ctx.config.asks.enabled,
         };
         let started = Instant::now();
         // Roles do not share a container: nothing one wrote (its `$HOME`, its sessions, files it

@@ -168,6 +168,11 @@ fn a_new_project_from_the_template_up_to_doctor() {
     }
     line(&stdout, "FAIL", "labels");
     line(&stdout, "ok", "sandboxes");
+    let secrets = line(&stdout, "ok", "secrets");
+    assert!(
+        secrets.contains("sandboxes get no variable of .sandcastle/.env;"),
+        "{secrets}"
+    );
     if docker {
         // Without a forge login for sandboxes, the prompts never call tea.
         for check in ["docker", "image", "programs", "tools"] {

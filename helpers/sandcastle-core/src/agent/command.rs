@@ -84,7 +84,7 @@ const SANDCASTLE_SETTINGS_ONLY: [&str; 3] = ["--setting-sources", "user", "--str
 
 /// `claude --print --verbose --output-format stream-json --model M`, sandcastle's settings only,
 /// then the role's tools: a reasoning-only role gets no tools and a few turns; the others work in
-/// the sandbox, with `sandcastle mcp`'s `ask` tool besides the command.
+/// the sandbox, with `sandcastle mcp`'s `ask` tool when the project has asks on.
 fn claude_args(run: &AgentRun) -> Vec<String> {
     let mut args: Vec<String> = [
         "claude",
@@ -102,11 +102,12 @@ fn claude_args(run: &AgentRun) -> Vec<String> {
         Some(turns) => {
             args.extend(["--tools", "", "--max-turns", &turns.to_string()].map(String::from))
         }
-        None => args.extend([
-            "--dangerously-skip-permissions".to_string(),
-            "--mcp-config".to_string(),
-            crate::mcp::config(),
-        ]),
+        None => {
+            args.push("--dangerously-skip-permissions".to_string());
+            if run.asks {
+                args.extend(["--mcp-config".to_string(), crate::mcp::config()]);
+            }
+        }
     }
     args
 }
@@ -137,6 +138,7 @@ mod tests {
                 known_tip: "0".repeat(40),
                 file: "/nonexistent/commits".into(),
             },
+            asks: true,
         }
     }
 
@@ -201,6 +203,27 @@ mod tests {
             ]
         );
         assert_eq!(line.session_id, saved.session_id);
+    }
+
+    /// Without `[asks]` a working role is offered no MCP server, so no `ask` tool; the checkout's
+    /// servers stay refused (`--strict-mcp-config`).
+    #[test]
+    fn a_working_role_gets_no_ask_tool_when_asks_are_off() {
+        let mut run = turn(Role::Implementer, None);
+        run.asks = false;
+        let line = CommandLine::new(&run);
+        let args = claude(&line);
+        assert_eq!(
+            args[7..12],
+            [
+                "--setting-sources",
+                "user",
+                "--strict-mcp-config",
+                "--dangerously-skip-permissions",
+                "--session-id",
+            ]
+        );
+        assert!(!args.contains(&"--mcp-config"), "{args:?}");
     }
 
     /// The marker comes in on stdin only: no argument carries its word.

@@ -51,6 +51,7 @@ fn agent_run<'a>(prompt: &'a str, log_dir: &'a Path, iteration: u32) -> AgentRun
             known_tip: "0".repeat(40),
             file: log_dir.join(format!("commits-{iteration}.handed-out")),
         },
+        asks: true,
     }
 }
 

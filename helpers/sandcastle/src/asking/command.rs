@@ -8,10 +8,12 @@
 use super::answers;
 use crate::context::{Context, HOST_ONLY_KEYS};
 use crate::handlers::Children;
-use crate::state::{Answer, Channel, Waiting};
+use crate::state::{Answer, Channel, OpenAsk, Settled, Waiting};
 use jiff::Timestamp;
+use sandcastle_core::ask::Ask;
 use sandcastle_core::deadline::Watchdog;
-use sandcastle_core::questions::{self, Questions, Reply};
+use sandcastle_core::questions::{self, Choice, Question, Questions, Reply};
+use sandcastle_core::role::WorkKey;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -35,9 +37,22 @@ pub struct Request<'a> {
     pub asked_at: Timestamp,
     /// After this the command is stopped (`[questions] timeout`).
     pub answer_by: Timestamp,
+    /// `false` for an agent's ask (`sandcastle ask`): the agent works on meanwhile.
+    pub blocking: bool,
+    /// An ask's kind and revision; absent for a question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<RequestAsk>,
     pub title: &'a str,
     pub prose: &'a str,
     pub questions: Vec<RequestQuestion<'a>>,
+}
+
+/// What an ask adds to the request.
+#[derive(Debug, Serialize)]
+pub struct RequestAsk {
+    /// decision, action, ready or blocked.
+    pub kind: &'static str,
+    pub revision: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -80,24 +95,49 @@ struct ResponseAnswer {
 const MAX_OUTPUT: usize = 256 * 1024;
 const MAX_BY: usize = 64;
 
-/// The request for issue `number`'s waiting question.
+/// What a request is about: a waiting question, or an ask (its answer id, the ask, and it as one
+/// question, which is how the command answers it).
+pub enum About<'a> {
+    Question(&'a Waiting),
+    Ask(&'a str, &'a OpenAsk, &'a Questions),
+}
+
+/// The request for the waiting question or the open ask of issue or pull request `number`.
 pub fn request<'a>(
     repo: &'a str,
     url: String,
     number: u64,
-    waiting: &'a Waiting,
+    about: About<'a>,
     timeout: Duration,
 ) -> Request<'a> {
-    let questions = &waiting.conversation.subject;
+    let (id, asked_at, questions, ask) = match about {
+        About::Question(waiting) => (
+            waiting.conversation.id.as_str(),
+            waiting.conversation.asked_at,
+            &waiting.conversation.subject,
+            None,
+        ),
+        About::Ask(id, open, questions) => (
+            id,
+            open.asked_at,
+            questions,
+            Some(RequestAsk {
+                kind: open.subject.kind.name(),
+                revision: open.subject.revision,
+            }),
+        ),
+    };
     Request {
         version: VERSION,
-        id: &waiting.conversation.id,
+        id,
         repo,
         issue: number,
         url,
-        asked_at: waiting.conversation.asked_at,
-        answer_by: waiting.conversation.asked_at
+        asked_at,
+        answer_by: asked_at
             + jiff::SignedDuration::try_from(timeout).unwrap_or(jiff::SignedDuration::MAX),
+        blocking: ask.is_none(),
+        ask,
         title: &questions.title,
         prose: &questions.prose,
         questions: questions
@@ -176,8 +216,8 @@ fn plain_name(by: &str) -> bool {
 }
 
 /// Runs the command on a thread of its own; what it answers is left on the answers' path.
-pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
-    let Some(argv) = ctx.config.questions.command.clone() else {
+pub fn ask(ctx: &Context, key: WorkKey, waiting: &Waiting) {
+    let (Some(argv), Some(number)) = (ctx.config.questions.command.clone(), key.number()) else {
         return;
     };
     let timeout = ctx.config.questions.timeout;
@@ -185,9 +225,9 @@ pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
         "{}/{}/issues/{number}",
         ctx.config.forge_url, ctx.config.repo
     );
-    let input =
-        serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, waiting, timeout))
-            .expect("the request serialises");
+    let about = About::Question(waiting);
+    let input = serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, about, timeout))
+        .expect("the request serialises");
     let left = Timestamp::now().duration_until(
         waiting.conversation.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
     );
@@ -213,22 +253,106 @@ pub fn ask(ctx: &Context, number: u64, waiting: &Waiting) {
                 at: Timestamp::now(),
                 replies,
             };
-            answers::leave(&project, number, &id, &answer)
+            answers::leave(&project, key, &id, &answer)
                 .map_err(|e| format!("{e:#}"))?
                 .map(|()| answer.by)
         });
         match outcome {
             Ok(by) => {
                 progress.note(&format!(
-                    "issue #{number}: {by} answered through the question command"
+                    "{key}: {by} answered through the question command"
                 ));
                 arrived.store(true, Ordering::SeqCst);
             }
             Err(why) => progress.note(&format!(
-                "issue #{number}: the question command gave no answer: {why}"
+                "{key}: the question command gave no answer: {why}"
             )),
         }
     });
+}
+
+/// Runs the command for revision `open.subject.revision` of `key`'s ask, marked non-blocking (the
+/// agent works on), on a thread of its own; its one answer is left on the answers' path, where the
+/// first answer through any channel wins. The state that holds this revision is saved already.
+pub fn put_ask(ctx: &Context, key: WorkKey, open: &OpenAsk) {
+    let (Some(argv), Some(number)) = (ctx.config.questions.command.clone(), key.number()) else {
+        return;
+    };
+    let timeout = ctx.config.questions.timeout;
+    let url = format!(
+        "{}/{}/issues/{number}",
+        ctx.config.forge_url, ctx.config.repo
+    );
+    let id = answers::ask_id(open);
+    let questions = as_questions(&open.subject);
+    let about = About::Ask(&id, open, &questions);
+    let input = serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, about, timeout))
+        .expect("the request serialises");
+    let left = Timestamp::now().duration_until(
+        open.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
+    );
+    let Ok(left) = Duration::try_from(left) else {
+        return;
+    };
+    let (project, progress, arrived, children) = (
+        ctx.project.clone(),
+        ctx.progress.clone(),
+        ctx.handlers.arrived.clone(),
+        ctx.handlers.children.clone(),
+    );
+    let (ask, revision) = (open.subject.clone(), open.subject.revision);
+    std::thread::spawn(move || {
+        let outcome = run(&argv, &project, input, left, &children).and_then(|stdout| {
+            let (by, replies) = read_response(&questions, &stdout)?;
+            let by = by.unwrap_or_else(|| "someone through the question command".to_string());
+            let reply = &replies[0];
+            let settled = match reply.option {
+                Some(option) => Settled {
+                    by,
+                    channel: Channel::Command,
+                    at: Timestamp::now(),
+                    closed: false,
+                    option: Some(option),
+                    text: reply.text.clone(),
+                },
+                None => Settled::read(&ask, &by, Channel::Command, &reply.text)?,
+            };
+            answers::leave_ask(&project, key, revision, &settled)
+                .map_err(|e| format!("{e:#}"))?
+                .map(|()| settled.by)
+        });
+        match outcome {
+            Ok(by) => {
+                progress.note(&format!(
+                    "{key}: {by} answered the agent's ask (revision {revision}) through the question command"
+                ));
+                arrived.store(true, Ordering::SeqCst);
+            }
+            Err(why) => progress.note(&format!(
+                "{key}: the question command gave no answer to the agent's ask: {why}"
+            )),
+        }
+    });
+}
+
+/// An ask as the one question the command answers: its title and details, a decision's options.
+fn as_questions(ask: &Ask) -> Questions {
+    Questions {
+        title: ask.title.clone(),
+        prose: ask.details.clone(),
+        items: vec![Question {
+            title: ask.title.clone(),
+            prose: String::new(),
+            options: ask
+                .options
+                .iter()
+                .map(|option| Choice {
+                    title: option.label.clone(),
+                    prose: option.meaning.clone(),
+                })
+                .collect(),
+        }],
+    }
 }
 
 /// The command's stdout, or why there is none: it could not start, did not finish in time, or

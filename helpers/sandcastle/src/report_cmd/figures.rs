@@ -138,7 +138,7 @@ pub struct Answers {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GaveUp {
-    /// `issue #4`, `pr #9`.
+    /// `issue #4`, `pull request #9` (`pr #9` in older reports).
     pub key: String,
     /// The run that gave it up, and when that run took the work up.
     pub run_id: String,

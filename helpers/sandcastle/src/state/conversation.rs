@@ -59,11 +59,12 @@ pub struct Waiting {
 /// per piece of work, which every revision reuses (so its `id` stays).
 pub type OpenAsk = Conversation<Ask, Settled>;
 
-/// Where a question was asked or answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Where a question or an ask was asked or answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Channel {
-    /// A comment on the issue.
+    /// A comment on the issue or pull request.
+    #[default]
     Forge,
     /// `sandcastle answer` on the maintainer's machine.
     CommandLine,
@@ -110,12 +111,54 @@ pub struct Answer {
 #[serde(rename_all = "camelCase")]
 pub struct Settled {
     pub by: String,
+    /// Where they answered; the forge in state files from before other channels answered asks.
+    #[serde(default)]
+    pub channel: Channel,
     pub at: Timestamp,
     /// They replied `close`: no answer.
     pub closed: bool,
     /// The option of a decision they chose (from 1).
     pub option: Option<usize>,
     pub text: String,
+}
+
+impl Settled {
+    /// A person's reply to `ask` through `channel`, read the same on every channel: `close`
+    /// closes the ask; for a decision, an option's number or label (then `: why`) chooses it;
+    /// anything else is a free answer. An empty reply does not count.
+    pub fn read(ask: &Ask, by: &str, channel: Channel, text: &str) -> Result<Settled, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err("it is empty".to_string());
+        }
+        let mut settled = Settled {
+            by: by.to_string(),
+            channel,
+            at: Timestamp::now(),
+            closed: text.eq_ignore_ascii_case("close"),
+            option: None,
+            text: text.to_string(),
+        };
+        if settled.closed {
+            settled.text.clear();
+            return Ok(settled);
+        }
+        let (head, rest) = text.split_once(':').unwrap_or((text, ""));
+        let head = head.trim();
+        let chosen = ask
+            .options
+            .iter()
+            .position(|o| o.label.eq_ignore_ascii_case(head));
+        let numbered = head
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=ask.options.len()).contains(n));
+        if let Some(option) = numbered.or(chosen.map(|i| i + 1)) {
+            settled.option = Some(option);
+            settled.text = rest.trim().to_string();
+        }
+        Ok(settled)
+    }
 }
 
 /// An answer to tell the working agent in its next turn.

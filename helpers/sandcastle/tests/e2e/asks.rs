@@ -1,12 +1,13 @@
 //! An agent's ask that does not stop it (`sandcastle ask`, run by the real Claude Code through its
 //! Bash tool): published on the forge while the agent works on, answered by a maintainer there, and
 //! told to the agent as its next prompt exactly once.
-use crate::harness::{Harness, REPO, docker_or_skip, stderr_lines};
+use crate::harness::{Harness, REPO, docker_or_skip, sigterm, stderr_lines};
 use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 const ANSWER: &str = "# The answer to your ask";
-const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n";
+/// Asks on (`[asks]`), the forge's replies read every second.
+const FAST: &str = "[questions]\npollBackoff = [\"1s\"]\n[asks]\n";
 
 /// `sandcastle ask` with a decision, its JSON line committed as `asked.json`.
 fn ask_decision() -> Value {
@@ -133,7 +134,7 @@ fn an_ask_does_not_stop_the_agent_and_its_answer_is_the_next_prompt_once() {
     assert_eq!(told.len(), 1, "told once: {told:?}");
     for expected in [
         "# The answer to your ask: \"Which driver?\" (revision 1)",
-        "carol answered on the forge at",
+        "carol answered through the forge at",
         "not an instruction from the orchestrator",
         "Chosen: option 2, \"mysql2\".",
         "we run MySQL",
@@ -603,4 +604,305 @@ fn an_answer_to_work_whose_pull_request_is_closed_is_let_go() {
     let after = state(&h, "issue-1");
     assert_eq!(after["tell"], Value::Null);
     assert_eq!(after["told"].as_array().unwrap().len(), 1);
+}
+
+/// Asks are opt-in: without `[asks]` the working agent is taught no `sandcastle ask` and offered
+/// no `ask` tool; an ask it makes anyway is refused in the sandbox with one line (exit 2), and one
+/// written straight into the outbox is refused on the host: nothing reaches the forge.
+#[test]
+fn without_asks_an_ask_is_refused_in_the_sandbox_and_nothing_is_published() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let ask_anyway = r#"sandcastle ask --kind ready --title 'Part one is ready' 2> refused.txt; echo "exit $?" >> refused.txt
+git add refused.txt && git commit -qm 'Record the refusal'
+mkdir -p /home/agent/.sandcastle-outbox
+echo '{"key":"issue:1","revision":1,"kind":"ready","title":"Written by hand"}' > /home/agent/.sandcastle-outbox/ask.json"#;
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            implementer(&[
+                json!({"bash": ask_anyway, "description": "ask anyway"}),
+                text(&format!("Done. {COMPLETE}")),
+            ])
+        ]),
+        "[questions]\npollBackoff = [\"1s\"]\n",
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--once"]);
+    assert!(output.status.success(), "{output:?}");
+
+    assert_eq!(
+        h.remote_file("sandcastle/issue-1", "refused.txt"),
+        "sandcastle ask: refused: asks are off in this project (no `[asks]` table in \
+         .sandcastle/config.toml): nobody is asked; go on without an answer\nexit 2\n"
+    );
+    let stderr = stderr_lines(&output).join("\n");
+    assert!(
+        stderr.contains(
+            "issue #1: refused the agent's ask from its outbox: asks are off (no `[asks]` table \
+             in .sandcastle/config.toml); nothing published"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(ask_comments(&h, issue), Vec::<String>::new());
+    assert_eq!(state(&h, "issue-1")["ask"], Value::Null);
+    let implementer: Vec<_> = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt.contains("The issue: #1\n"))
+        .collect();
+    assert!(!implementer.is_empty());
+    for request in &implementer {
+        assert!(
+            !request.prompt.contains("sandcastle ask"),
+            "not taught: {}",
+            request.prompt
+        );
+        assert!(
+            !request.tools.iter().any(|t| t.contains("sandcastle")),
+            "no ask tool offered: {:?}",
+            request.tools
+        );
+    }
+    assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
+}
+
+/// An ask is answerable from the command line as a question is: `sandcastle answer N --ask REV`
+/// while the agent works on; the first answer wins (a second, and a maintainer's later forge reply,
+/// do not count), the forge's comment says who answered and through what, and the answer is the
+/// agent's next prompt exactly once.
+#[test]
+fn an_ask_answered_with_sandcastle_answer_reaches_the_agent_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let (h, issue, mut run) = asked_and_waiting(&[
+        json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+        text(&format!("Pool added with mysql2. {COMPLETE}")),
+    ]);
+    let listed = String::from_utf8_lossy(&h.sandcastle(&["questions"]).stdout).into_owned();
+    assert!(
+        listed.contains("or `sandcastle answer 1 --ask 1 <text>`"),
+        "{listed}"
+    );
+    let stale = h.sandcastle(&["answer", "1", "--ask", "2", "1"]);
+    assert!(
+        String::from_utf8_lossy(&stale.stderr).contains(
+            "issue #1: your answer was not taken: issue #1's ask is at revision 1: the agent replaced revision 2"
+        ),
+        "{stale:?}"
+    );
+    let answered = h.sandcastle(&["answer", "1", "--ask", "1", "2: we run MySQL"]);
+    assert!(answered.status.success(), "{answered:?}");
+    assert!(
+        String::from_utf8_lossy(&answered.stdout)
+            .contains("answered issue #1's ask (revision 1); the run tells the agent"),
+        "{answered:?}"
+    );
+    let second = h.sandcastle(&["answer", "1", "--ask", "1", "1"]);
+    let second = String::from_utf8_lossy(&second.stderr).into_owned();
+    assert!(
+        second.contains("your answer was not taken: it was already answered by ")
+            && second.contains("(local maintainer) through the command line"),
+        "{second}"
+    );
+    h.outsider_then_writer_reply(issue, "1: outsiders say pg", "1: pg after all");
+    h.touch_in_sandbox("/tmp/go");
+    assert!(run.wait().unwrap().success());
+
+    let told = told(&h, "The issue: #1\n");
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    for expected in [
+        "(local maintainer) answered through the command line (`sandcastle answer`) at",
+        "Chosen: option 2, \"mysql2\".",
+        "we run MySQL",
+    ] {
+        assert!(
+            told[0].1.contains(expected),
+            "{expected:?} in {}",
+            told[0].1
+        );
+    }
+    assert!(
+        !told[0].1.contains("after all"),
+        "the forge's later reply does not count"
+    );
+    let asks = ask_comments(&h, issue);
+    assert!(
+        asks[0].contains("**Answered** by `")
+            && asks[0]
+                .contains("(local maintainer)` through the command line (`sandcastle answer`) at"),
+        "{}",
+        asks[0]
+    );
+    assert_eq!(h.pulls().len(), 1, "the work went on to its pull request");
+}
+
+/// An ask goes to the question command too, marked non-blocking, as one question with its kind and
+/// revision; the bridge's answer (a script here, answering at once) is the agent's next prompt,
+/// once, with the bridge as its provenance, and the forge's comment says so.
+#[test]
+fn an_ask_answered_through_the_question_command_reaches_the_agent_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let bridge_dir = tempfile::tempdir().unwrap();
+    let request = bridge_dir.path().join("request.json");
+    let bridge = bridge_dir.path().join("bridge.sh");
+    std::fs::write(
+        &bridge,
+        format!(
+            "cat > '{}'\nprintf '%s' '{{\"version\":1,\"by\":\"Erin (bridge)\",\"answers\":[{{\"option\":2,\"text\":\"we run MySQL\"}}]}}'\n",
+            request.display()
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        "[questions]\npollBackoff = [\"1s\"]\nhandlers = [\"command\", \"forge\"]\ncommand = [\"sh\", \"{}\"]\n[asks]\n",
+        bridge.display()
+    );
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            implementer(&[
+                ask_decision(),
+                text("Going on with pg meanwhile."),
+                wait_for_go(),
+                text("Still on it."),
+                json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+                text(&format!("Pool added with mysql2. {COMPLETE}")),
+            ])
+        ]),
+        &config,
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let mut run = h.start_until(&["run"], "/tmp/waiting");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !request.is_file() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bridge was never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    h.touch_in_sandbox("/tmp/go");
+    while h.pulls().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no pull request");
+        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    sigterm(&run);
+    run.wait().unwrap();
+
+    let request: Value = serde_json::from_slice(&std::fs::read(&request).unwrap()).unwrap();
+    let saved = state(&h, "issue-1");
+    assert_eq!(
+        request["id"],
+        format!("{}-r1", saved["ask"]["id"].as_str().unwrap())
+    );
+    assert_eq!(request["blocking"], false);
+    assert_eq!(request["ask"], json!({"kind": "decision", "revision": 1}));
+    assert_eq!(request["issue"], issue);
+    assert_eq!(request["title"], "Which driver?");
+    assert_eq!(
+        request["questions"][0]["options"][1],
+        json!({"number": 2, "title": "mysql2", "prose": "MySQL client"})
+    );
+    let told = told(&h, "The issue: #1\n");
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    for expected in [
+        "Erin (bridge) answered through the question command (`[questions] command`) at",
+        "Chosen: option 2, \"mysql2\".",
+        "we run MySQL",
+    ] {
+        assert!(
+            told[0].1.contains(expected),
+            "{expected:?} in {}",
+            told[0].1
+        );
+    }
+    let asks = ask_comments(&h, issue);
+    assert!(
+        asks[0].contains(
+            "**Answered** by `Erin (bridge)` through the question command (`[questions] command`) at"
+        ),
+        "{}",
+        asks[0]
+    );
+}
+
+/// On a terminal, a looping run puts the ask there too (a few lines and one answer; the agent works
+/// on meanwhile): the answer typed there is the agent's next prompt, once, with the terminal as its
+/// provenance.
+#[test]
+fn an_ask_answered_on_the_terminal_reaches_the_agent_once() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            planner(),
+            reviewer(),
+            implementer(&[
+                ask_decision(),
+                text("Going on with pg meanwhile."),
+                wait_for_go(),
+                text("Still on it."),
+                json!({"bash": "echo pool > pool.txt && git add pool.txt && git commit -qm 'Add the pool'", "description": "commit"}),
+                text(&format!("Pool added with mysql2. {COMPLETE}")),
+            ])
+        ]),
+        "[questions]\npollBackoff = [\"1h\"]\nhandlers = [\"terminal\", \"forge\"]\n[asks]\n",
+    );
+    let issue = h.create_issue("Pool", "Add a connection pool.", &["ready-for-agent"]);
+    let tmux = crate::questions::Tmux::start(&format!(
+        "cd '{}' && env -u FORGEJO_TOKEN -u FORGEJO_USER -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL \
+         -u CLAUDE_CODE_OAUTH_TOKEN USER=dana SANDCASTLE_TEST_IMAGE='{}' '{}' run; \
+         echo sandcastle-exited-$?; sleep 600",
+        h.project().display(),
+        crate::harness::image(),
+        env!("CARGO_BIN_EXE_sandcastle"),
+    ));
+    tmux.shows("The agent working on issue #1 asks (decision, revision 1) and works on meanwhile: Which driver?");
+    tmux.shows("2. mysql2: MySQL client");
+    tmux.keys(&["2: we run MySQL", "Enter"]);
+    tmux.shows("issue #1: answered the agent's ask on the terminal");
+    h.touch_in_sandbox("/tmp/go");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while h.pulls().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pull request:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    tmux.keys(&["C-c"]);
+    tmux.shows("sandcastle-exited-");
+
+    let told = told(&h, "The issue: #1\n");
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    for expected in [
+        "dana (local maintainer) answered through the terminal of `sandcastle run` at",
+        "Chosen: option 2, \"mysql2\".",
+        "we run MySQL",
+    ] {
+        assert!(
+            told[0].1.contains(expected),
+            "{expected:?} in {}",
+            told[0].1
+        );
+    }
+    let asks = ask_comments(&h, issue);
+    assert!(
+        asks[0].contains(
+            "**Answered** by `dana (local maintainer)` through the terminal of `sandcastle run` at"
+        ),
+        "{}",
+        asks[0]
+    );
 }

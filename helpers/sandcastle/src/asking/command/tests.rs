@@ -127,17 +127,56 @@ fn the_request_numbers_questions_and_options_and_carries_the_id() {
         "alice/demo",
         "http://forge/alice/demo/issues/4".into(),
         4,
-        &waiting,
+        About::Question(&waiting),
         Duration::from_secs(3600),
     ))
     .unwrap();
     assert_eq!(json["version"], 1);
     assert_eq!(json["id"], "q1");
+    assert_eq!(json["blocking"], true);
+    assert_eq!(json.get("ask"), None);
     assert_eq!(json["issue"], 4);
     assert_eq!(json["answerBy"], "2026-12-03T01:00:00Z");
     assert_eq!(json["questions"][0]["options"][1]["number"], 2);
     assert_eq!(json["questions"][0]["options"][1]["title"], "mysql2");
     assert_eq!(json["questions"][1]["options"], serde_json::json!([]));
+}
+
+/// An ask goes to the command as one question, marked non-blocking, with its kind and revision;
+/// the answer's id names the revision.
+#[test]
+fn an_asks_request_is_one_question_marked_non_blocking() {
+    let ask: sandcastle_core::ask::Ask = serde_json::from_value(serde_json::json!({
+        "key": "issue:4", "revision": 2, "kind": "decision", "title": "Driver?",
+        "details": "The pool needs one.",
+        "options": [{"label": "pg", "meaning": "PostgreSQL"}, {"label": "mysql2"}]
+    }))
+    .unwrap();
+    let mut open = crate::conversation::start(ask, &[]);
+    open.asked_at = "2026-12-03T00:00:00Z".parse().unwrap();
+    let questions = as_questions(&open.subject);
+    let json = serde_json::to_value(request(
+        "alice/demo",
+        "http://forge/alice/demo/issues/4".into(),
+        4,
+        About::Ask("a1-r2", &open, &questions),
+        Duration::from_secs(60),
+    ))
+    .unwrap();
+    assert_eq!(json["id"], "a1-r2");
+    assert_eq!(json["blocking"], false);
+    assert_eq!(
+        json["ask"],
+        serde_json::json!({"kind": "decision", "revision": 2})
+    );
+    assert_eq!(json["title"], "Driver?");
+    assert_eq!(json["prose"], "The pool needs one.");
+    assert_eq!(json["questions"].as_array().unwrap().len(), 1);
+    assert_eq!(json["questions"][0]["options"][0]["prose"], "PostgreSQL");
+    assert_eq!(json["questions"][0]["options"][1]["title"], "mysql2");
+    let (_, replies) =
+        read_response(&questions, br#"{"version":1,"answers":[{"option":2}]}"#).unwrap();
+    assert_eq!(replies[0].option, Some(2));
 }
 
 fn near_json() -> impl Strategy<Value = String> {
