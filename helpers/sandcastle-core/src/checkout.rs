@@ -117,7 +117,8 @@ fn seed_with(sandbox: &Sandbox, repo: &WorkRepo, remote: &str, script: &str) -> 
 /// Runs `argv` in the sandbox with `file`'s bytes on its stdin; a non-zero exit is an error
 /// saying what could not be done (`doing`) with the first line it printed on stderr.
 fn run_fed(sandbox: &Sandbox, argv: &[&str], file: &Path, doing: &str) -> Result<()> {
-    let input = std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let input =
+        std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
     let mut exec = sandbox.exec_at("/", argv)?;
     exec.feed(input);
     let out = exec

@@ -148,7 +148,13 @@ impl Sandbox {
                 "0",
                 "/",
                 &[],
-                &["sh", "-c", MAKE_PROTECTED_SANDCASTLE, "sh", PROTECTED_SANDCASTLE],
+                &[
+                    "sh",
+                    "-c",
+                    MAKE_PROTECTED_SANDCASTLE,
+                    "sh",
+                    PROTECTED_SANDCASTLE,
+                ],
             )
             .and_then(|exec| exec.finish("docker exec (the agent's protected copy of sandcastle)"));
         let configured = match (protected, spec.tea) {
@@ -727,13 +733,13 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
         .collect();
     let engine = engine()?;
     let mut lacks = Vec::new();
-    let mut found = probe_image(&engine, image, Some(AGENT_USER), &script.join("; "));
+    let mut found = probe_image(engine, image, Some(AGENT_USER), &script.join("; "));
     if found
         .as_ref()
         .is_err_and(|e| e.to_string().contains("unable to find user"))
     {
         lacks.push(Lack::AgentUser);
-        found = probe_image(&engine, image, None, &script.join("; "));
+        found = probe_image(engine, image, None, &script.join("; "));
     }
     match found {
         Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
@@ -767,10 +773,11 @@ fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -
             docker.start_container(&id, None).await?;
             let mut waited = docker.wait_container(&id, None);
             while let Some(status) = waited.next().await {
-                if let Err(error) = status {
-                    if !matches!(error, EngineError::DockerContainerWaitError { .. }) {
-                        return Err(error);
-                    }
+                // A non-zero exit comes as an error: the output says what is missing.
+                if let Err(error) = status
+                    && !matches!(error, EngineError::DockerContainerWaitError { .. })
+                {
+                    return Err(error);
                 }
             }
             let options = LogsOptions {

@@ -1,7 +1,7 @@
 //! The gate in a real sandbox: the operator's steps, in order, the first failure stopping.
 use super::*;
-use crate::sandbox::{self, SandboxSpec};
 use crate::sandbox::test_support::{TestRun, docker_ready, exec, spec};
+use crate::sandbox::{self, SandboxSpec};
 use crate::secrets::EnvFile;
 
 fn steps(list: &[&[&str]]) -> Vec<Vec<String>> {
