@@ -85,3 +85,34 @@ fn the_map_reader_finds_the_names_in_the_first_column_only() {
         .collect();
     assert_eq!(names, ["a.rs", "b/c.rs", "e.rs"]);
 }
+
+/// Crates that install a `log` or `tracing` logger. None may be in the build: bollard logs each
+/// request's body at debug level, and an exec's body holds the sandbox's variables (the agent's
+/// forge token among them), so a logger would put secrets where redaction never looks.
+const LOGGERS: [&str; 8] = [
+    "env_logger",
+    "simple_logger",
+    "fern",
+    "log4rs",
+    "flexi_logger",
+    "pretty_env_logger",
+    "tracing-subscriber",
+    "tracing-log",
+];
+
+#[test]
+fn no_logger_is_built_in() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lock = std::fs::read_to_string(crate_dir.join("../../Cargo.lock")).unwrap();
+    let packages: BTreeSet<&str> = lock
+        .lines()
+        .filter_map(|line| line.strip_prefix("name = \""))
+        .filter_map(|rest| rest.strip_suffix('"'))
+        .collect();
+    assert!(packages.contains("bollard"), "the lock file was read");
+    let found: Vec<&str> = LOGGERS
+        .into_iter()
+        .filter(|logger| packages.contains(logger))
+        .collect();
+    assert!(found.is_empty(), "a logger is in the build: {found:?}");
+}
