@@ -25,10 +25,12 @@ pub const CACHE: &str = "/gate-cache";
 pub const WARM: &str = "/gate-warm";
 
 /// `sh -c COPY_WARM sh <warm> <cache>`: every entry of the warm cache into the gate's own, as the
-/// agent user (the warm cache's files are that user's). Plain `cp -a`, so BusyBox's will do; GNU
-/// cp (9.0 on) shares blocks where the file system can by itself.
+/// agent user (the warm cache's files are that user's), an entry at a time so the gate's own
+/// directory (root's) keeps its times. Plain `cp -a`, so BusyBox's will do; GNU cp (9.0 on) shares
+/// blocks where the file system can by itself.
 const COPY_WARM: &str = r#"set -eu
-cp -a "$1"/. "$2"/"#;
+cd "$1"
+find . -mindepth 1 -maxdepth 1 -exec cp -a {} "$2"/ \;"#;
 
 /// Fills the gate's own cache ([`CACHE`], opened to the agent user) with a copy of the warm
 /// cache mounted at [`WARM`], before anything of the commit runs.
