@@ -13,6 +13,8 @@ Workloads (each timed from process start to exit, min / median / max over --runs
   W8   8 issues at concurrency 4, each one completing iteration
   W1g, W8g  ours only: W1 and W8 with a gate (`check = [["true"]]`), as a project runs them; the
        others have no gate, as the peer has none
+  W1n, W8n  ours only: W1 and W8 like for like with the peer: no gate, no assessor, and no
+       reviewer (`[review] enabled = false`)
   W0   start-up: `sandcastle --help` and `load-config` against the peer's import
 per-iteration overhead = (W10 - W1x) / 9. The report ends with issue 30's goals, each against its
 limit (`goals`).
@@ -348,8 +350,8 @@ class Ours:
     """A fresh fake forge with `issues` ready-for-agent issues and a project pushed to it."""
 
     def __init__(self, work, image, issues, concurrency, max_iterations, env, check="[]", mounts=(),
-                 tree=None):
-        self.check, self.mounts, self.tree = check, list(mounts), tree
+                 tree=None, review=True):
+        self.check, self.mounts, self.tree, self.review = check, list(mounts), tree, review
         self.dir = Path(tempfile.mkdtemp(prefix="ours-", dir=work))
         state = self.dir / "forge"
         state.mkdir()
@@ -391,6 +393,7 @@ class Ours:
             f"maxConcurrency = {concurrency}\nmaxIterations = {max_iterations}\n"
             f'idleTimeout = "2m"\npollInterval = "1s"\n\n[commands]\ncheck = {self.check}\n\n'
             f'[sandbox]\nnetwork = "host"\nmemory = "1g"\nmounts = {json.dumps(self.mounts)}\n'
+            + ("" if self.review else "\n[review]\nenabled = false\n")
         )
         if self.tree:
             shutil.copytree(self.tree, self.project, dirs_exist_ok=True)
@@ -419,20 +422,23 @@ class Ours:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-# The workloads of ours: (issues, maxConcurrency, maxIterations, the agent completes, `check`). An
-# empty check is no gate, as the peer has none; W1g and W8g run a gate (`true`) as a project does.
+# The workloads of ours: (issues, maxConcurrency, maxIterations, the agent completes, `check`, the
+# reviewer runs). An empty check is no gate, as the peer has none; W1g and W8g run a gate (`true`)
+# as a project does; W1n and W8n are like for like with the peer (no gate, no reviewer).
 OURS_WORKLOADS = {
-    "W1": (1, 1, 1, 1, "[]"), "W1x": (1, 1, 1, 0, "[]"), "W10": (1, 1, 10, 0, "[]"),
-    "W8": (8, 4, 1, 1, "[]"), "W1g": (1, 1, 1, 1, '[["true"]]'), "W8g": (8, 4, 1, 1, '[["true"]]'),
+    "W1": (1, 1, 1, 1, "[]", True), "W1x": (1, 1, 1, 0, "[]", True), "W10": (1, 1, 10, 0, "[]", True),
+    "W8": (8, 4, 1, 1, "[]", True), "W1g": (1, 1, 1, 1, '[["true"]]', True),
+    "W8g": (8, 4, 1, 1, '[["true"]]', True), "W1n": (1, 1, 1, 1, "[]", False),
+    "W8n": (8, 4, 1, 1, "[]", False),
 }
 
 
 def run_ours(work, docker, image, workload, log, env_extra=None):
     """One timed run of `workload` by ours: (seconds, peak RSS MB, CpuMeter result or None, peak RSS
     MB with its descendants). The forge is checked after."""
-    issues, conc, iters, complete, check = OURS_WORKLOADS[workload]
+    issues, conc, iters, complete, check, review = OURS_WORKLOADS[workload]
     env = {"BENCH_COMPLETE": str(complete), "BENCH_PLAN_MAX": str(issues), **(env_extra or {})}
-    ours = Ours(work, image, issues, conc, iters, env, check=check)
+    ours = Ours(work, image, issues, conc, iters, env, check=check, review=review)
     try:
         argv = [RELEASE / "sandcastle", "-C", ours.project, "run", "--once"]
         if issues == 1:
@@ -810,13 +816,16 @@ def report(r):
     floor_of = {"W1": start_s + exec_s + rm_s, "W1x": start_s + exec_s + rm_s,
                 "W10": start_s + 10 * exec_s + rm_s, "W8": 2 * (start_s + exec_s + rm_s)}
     floor_of["W1g"], floor_of["W8g"] = floor_of["W1"], floor_of["W8"]
+    floor_of["W1n"], floor_of["W8n"] = floor_of["W1"], floor_of["W8"]
     rows = []
     for wl, what in [("W1", "one issue, one completing iteration"),
                      ("W1x", "one issue, one iteration, not completing"),
                      ("W10", "one issue, 10 iterations, never completing"),
                      ("W8", "8 issues, concurrency 4"),
                      ("W1g", "W1 with a gate (`check = [[\"true\"]]`), as a project runs it"),
-                     ("W8g", "W8 with a gate, as a project runs it")]:
+                     ("W8g", "W8 with a gate, as a project runs it"),
+                     ("W1n", "W1 like for like: no gate, no reviewer"),
+                     ("W8n", "W8 like for like: no gate, no reviewer")]:
         o, p, k = w["ours"].get(wl), w["peer"].get(wl), w["peer_sigkill"].get(wl)
         if o is None:
             continue
@@ -902,6 +911,9 @@ def goals(r):
         ("W1: one issue, one completing iteration, no gate", f"{med(ours, 'W1'):.2f} s",
          f"the peer on its SIGKILL image, {kill:.2f} s" if kill else "the peer (not run)",
          med(ours, "W1") / kill if kill else None, "≤ 1.0×", 1.0),
+        ("W1n: W1 like for like (no reviewer), vs the peer", f"{med(ours, 'W1n'):.2f} s" if "W1n" in ours else "—",
+         f"the peer on its SIGKILL image, {kill:.2f} s" if kill else "the peer (not run)",
+         med(ours, "W1n") / kill if kill and "W1n" in ours else None, "≤ 1.0×", 1.0),
         ("W1g: W1 with a commit (implementer, gate, reviewer, push, pull request)",
          f"{med(ours, 'W1g'):.2f} s" if "W1g" in ours else "—", "—",
          med(ours, "W1g"), "≤ 1.4 s", 1.4),
@@ -913,9 +925,12 @@ def goals(r):
         ("W8g / ideal (8 × W1g / 4), as the project runs it (gate, reviewer)",
          f"{med(ours, 'W8g'):.2f} s" if "W8g" in ours else "—", "8 × W1g / 4",
          over_ideal("W8g", "W1g"), "≤ 1.3×", 1.3),
-        ("W8 / ideal (8 × W1 / 4), like for like (no assessor, no gate; ours still reviews)",
+        ("W8 / ideal (8 × W1 / 4), as the project runs it without a gate (reviewer)",
          f"{med(ours, 'W8'):.2f} s",
-         f"8 × W1 / 4; the peer SIGKILL {ratio(*w8_peer)}", over_ideal("W8", "W1"), "≤ 1.15×", 1.15),
+         f"8 × W1 / 4; the peer SIGKILL {ratio(*w8_peer)}", over_ideal("W8", "W1"), "≤ 1.3×", 1.3),
+        ("W8n / ideal (8 × W1n / 4), like for like (no assessor, no gate, no reviewer)",
+         f"{med(ours, 'W8n'):.2f} s" if "W8n" in ours else "—", "8 × W1n / 4",
+         over_ideal("W8n", "W1n"), "≤ 1.15×", 1.15),
     ]
 
 
@@ -1044,7 +1059,7 @@ def main():
                     cpu[side].append(used)
             return spread(times)
 
-        for wl in ["W1", "W1x", "W10", "W8", "W1g", "W8g"]:
+        for wl in ["W1", "W1x", "W10", "W8", "W1g", "W8g", "W1n", "W8n"]:
             walls["ours"][wl] = measure("ours", wl, run_ours, stub, runs)
         for wl in ["W1", "W10", "W8"]:
             walls["peer_sigkill"][wl] = measure("peer_sigkill", wl, run_peer, stub_kill, runs)
@@ -1198,7 +1213,8 @@ is the orchestrator process's own high-water mark (VmHWM, sampled every 5 ms; th
 spawns is not counted): `sandcastle` for ours, `node drive.mjs` for the peer; "with its
 children" is the largest sum of its and its living descendants' resident sets at one 5 ms sample.
 W1g and W8g are ours with a gate (`check = [["true"]]`), as a project runs them; the other
-workloads have none, as the peer has none. The second table holds issue 30's goals, each against
+workloads have none, as the peer has none. W1n and W8n are like for like with the peer: no gate,
+and no reviewer (`[review] enabled = false`), so one agent turn per issue as the peer runs. The second table holds issue 30's goals, each against
 its limit.
 
 The agent-exec floor is one `docker exec` of the stand-in `claude` alone (as the agent user, in the

@@ -183,6 +183,9 @@ pub struct Budget {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Review {
+    /// Whether an issue's work (and a green round's) goes to the reviewer before its pull
+    /// request opens; without, the pull request opens once the gate passes.
+    pub enabled: bool,
     /// How many times the reviewer may send the work back before the pull request opens anyway.
     pub rounds: u32,
 }

@@ -90,6 +90,8 @@ pub(crate) const KEYS: &[Key] = &[
         "this orchestrator's name in its claims, comments, logs and run report ([several hosts](hosts.md))"),
     key("cluster",   "leaseTtl",             "\"10m\"",                 Same("\"10m\""),                      As::Duration(|c, v| c.cluster.lease_ttl = v),
         "how long a claim holds without renewal; a crashed orchestrator's work is free for another after it"),
+    key("review",    "enabled",              "false",                   Same("true"),                         As::Boolean(|c, v| c.review.enabled = v),
+        "run the reviewer on an issue's work (and a green round's) before its pull request opens; `false` opens the pull request once the gate passes, for a person to review"),
     key("review",    "rounds",               "2",                       Same("2"),                            As::Count(|c, v| c.review.rounds = v),
         "how many times the reviewer may send an issue's work back with findings; after the last round the pull request opens with the findings under \"Outstanding findings\""),
     key("questions", "enabled",              "true",                    Otherwise("`true` with the table, `false` without it"), As::Boolean(|c, v| c.questions.enabled = v),
@@ -327,6 +329,7 @@ fn identity_and_defaults(top: &Section) -> Result<Config, ConfigError> {
         commands: Commands::default(),
         sandbox: defaults::sandbox(),
         review: Review {
+            enabled: true,
             rounds: defaults::REVIEW_ROUNDS,
         },
         budget: Budget::default(),

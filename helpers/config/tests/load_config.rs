@@ -71,7 +71,7 @@ fn defaults() -> Value {
             ],
         },
         "sandbox": { "network": "none", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h", "egress": [] },
-        "review": { "rounds": 2 },
+        "review": { "enabled": true, "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
         "questions": {
@@ -125,6 +125,7 @@ turnTimeout = "45m"
 egress = ["index.crates.io", "*.Example.com:8443"]
 
 [review]
+enabled = false
 rounds = 3
 
 [budget]
@@ -181,7 +182,7 @@ allowWorkflowChanges = true
                     { "host": "*.example.com", "port": 8443 },
                 ],
             },
-            "review": { "rounds": 3 },
+            "review": { "enabled": false, "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
             "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
             "questions": {

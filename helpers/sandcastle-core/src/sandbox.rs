@@ -117,12 +117,14 @@ impl Sandbox {
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let (name, config) = container_config(spec)?;
         let engine = engine()?;
-        let id = engine.call("docker create", |docker| async move {
-            let options = CreateContainerOptions {
-                name: Some(name),
-                ..Default::default()
-            };
-            Ok(docker.create_container(Some(options), config).await?.id)
+        let id = creating("container", || {
+            engine.call("docker create", |docker| async move {
+                let options = CreateContainerOptions {
+                    name: Some(name),
+                    ..Default::default()
+                };
+                Ok(docker.create_container(Some(options), config).await?.id)
+            })
         })?;
         let started = {
             let id = id.clone();
@@ -488,11 +490,33 @@ pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
         labels: Some(run_labels(run_id, project)),
         ..Default::default()
     };
-    engine()?
-        .call("docker volume create", |docker| async move {
+    let engine = engine()?;
+    creating("volume", || {
+        engine.call("docker volume create", |docker| async move {
             docker.create_volume(request).await
         })
-        .map(drop)
+    })
+    .map(drop)
+}
+
+/// Whether this process still creates containers and volumes; [`stop_creating`] closes it.
+static CREATING: std::sync::RwLock<bool> = std::sync::RwLock::new(true);
+
+/// Runs `create` (one Engine API creation) unless creating has stopped. The read lock is held
+/// for the call, so [`stop_creating`] returns only once no creation is under way.
+fn creating<T>(what: &str, create: impl FnOnce() -> Result<T>) -> Result<T> {
+    let open = CREATING.read().unwrap_or_else(|e| e.into_inner());
+    if !*open {
+        bail!("the run is stopping: no {what} is created");
+    }
+    create()
+}
+
+/// No container or volume is created by this process from now on, and none is being created
+/// when this returns: a stop calls it before it removes the run's (`remove_run`), so the removal
+/// sees every one the run will ever have. Waits at most for one Engine API call's bound.
+pub fn stop_creating() {
+    *CREATING.write().unwrap_or_else(|e| e.into_inner()) = false;
 }
 
 /// Removes the volumes, in use or not: a volume already gone is no error.

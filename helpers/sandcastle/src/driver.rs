@@ -237,7 +237,7 @@ fn said_done(
         state.nudge = Some(turns::unfinished_nudge(&why));
         return Ok(());
     }
-    if piece.reviewed() {
+    if piece.reviewed() && ctx.config.review.enabled {
         state.nudge = None;
         state.phase = Phase::Review;
         return Ok(());

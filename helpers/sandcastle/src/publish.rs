@@ -231,6 +231,10 @@ fn pull_body(
             state.review_rounds,
             quote(&verdict.summary)
         ),
+        None if !ctx.config.review.enabled => {
+            "No reviewer ran: the project turned review off (`[review] enabled = false`)."
+                .to_string()
+        }
         None => "No reviewer verdict was recorded.".to_string(),
     };
     body += &format!(

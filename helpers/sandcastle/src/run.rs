@@ -227,6 +227,9 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
                 "{name}: removing this run's containers; committed work stays in .sandcastle/repos"
             ));
             ctx.handlers.stop();
+            // No container is made after the removal below looks: a gate or a warm-up on
+            // another thread may be creating one right now.
+            sandbox::stop_creating();
             if let Err(e) = sandbox::remove_run(&ctx.run_id) {
                 ctx.progress
                     .note(&format!("could not remove every container: {e:#}"));

@@ -198,17 +198,9 @@ impl<'a> WorkSandbox<'a> {
     fn warm_up(&mut self, base: &str, volume: &str) -> Result<WarmUp> {
         let ctx = self.ctx;
         let sandbox = self.start_build_container(&warm_cache::warm_key(base), volume, None)?;
-        let outcome = sandbox
-            .open_to_agent(gate::CACHE)
-            .and_then(|()| checkout::seed_base(&sandbox, self.repo, &ctx.remote))
-            .and_then(|()| {
-                gate::run(
-                    &sandbox,
-                    &ctx.config.commands.check,
-                    self.gate_bounds(),
-                    &ctx.redactor,
-                )
-            });
+        let outcome = self.check_in(&sandbox, |sandbox| {
+            checkout::seed_base(sandbox, self.repo, &ctx.remote)
+        });
         let removed = sandbox.remove();
         let outcome = outcome?;
         removed?;
@@ -216,6 +208,24 @@ impl<'a> WorkSandbox<'a> {
             None => WarmUp::Built,
             Some(step) => WarmUp::StepFailed(step),
         })
+    }
+
+    /// `check` in a build container: its cache opened to the agent user, then `prepare` (the
+    /// checkout, and for a gate the warm cache's copy first), then the steps.
+    fn check_in(
+        &self,
+        sandbox: &Sandbox,
+        prepare: impl FnOnce(&Sandbox) -> Result<()>,
+    ) -> Result<GateOutcome> {
+        let ctx = self.ctx;
+        sandbox.open_to_agent(gate::CACHE)?;
+        prepare(sandbox)?;
+        gate::run(
+            sandbox,
+            &ctx.config.commands.check,
+            self.gate_bounds(),
+            &ctx.redactor,
+        )
     }
 
     /// How long a gate's (and a warm-up's) step may stay silent, and run at all.
@@ -459,21 +469,12 @@ impl Sandboxed for WorkSandbox<'_> {
                 return Err(error);
             }
         };
-        let outcome = sandbox
-            .open_to_agent(gate::CACHE)
-            .and_then(|()| match warm {
-                Some(_) => gate::copy_warm(&sandbox),
-                None => Ok(()),
-            })
-            .and_then(|()| checkout::seed(&sandbox, self.repo, &ctx.remote))
-            .and_then(|()| {
-                gate::run(
-                    &sandbox,
-                    &ctx.config.commands.check,
-                    self.gate_bounds(),
-                    &ctx.redactor,
-                )
-            });
+        let outcome = self.check_in(&sandbox, |sandbox| {
+            if warm.is_some() {
+                gate::copy_warm(sandbox)?;
+            }
+            checkout::seed(sandbox, self.repo, &ctx.remote)
+        });
         let removed = sandbox
             .remove()
             .and_then(|()| sandbox::remove_volumes(&[&cache]));

@@ -250,3 +250,51 @@ fn a_secret_in_a_commit_subject_never_reaches_the_forge() {
         "the commit itself is the agent's to write: only what sandcastle posts is redacted"
     );
 }
+
+/// With `[review] enabled = false` no reviewer runs: the gate passes and the pull request opens,
+/// saying that review is off.
+#[test]
+fn with_review_off_the_pull_request_opens_once_the_gate_passes() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let config = r#"[commands]
+check = [["sh", "-c", "test -f answer.txt"]]
+
+[review]
+enabled = false"#;
+    let h = Harness::new(
+        json!([approving_reviewer(), {"match": "The issue: #1\n", "turns": [
+            commit("answer.txt", "Answer"),
+            {"text": format!("Answered. {COMPLETE}")}]}]),
+        config,
+    );
+    let issue = h.create_issue("Answer", "Write answer.txt.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    assert!(
+        !h.anthropic
+            .requests()
+            .iter()
+            .any(|r| r.prompt.contains("# Role: reviewer")),
+        "no reviewer turn"
+    );
+    let body = h.only_pull_body();
+    assert!(
+        body.contains("No reviewer ran: the project turned review off"),
+        "{body}"
+    );
+    let report = h.last_report();
+    assert_eq!(report["work"][0]["gatePassed"], true, "{report}");
+    assert_eq!(
+        h.remote_log("sandcastle/issue-1")
+            .first()
+            .map(String::as_str),
+        Some("Answer")
+    );
+}
