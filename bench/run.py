@@ -45,7 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PEER = BENCH / "peer"
 RELEASE = ROOT / "target" / "release"
-BASE_IMAGE = os.environ.get("SANDCASTLE_TEST_IMAGE", "sandcastle-test:latest")
+# The image both orchestrators' sandboxes run: the test image with release builds of sandcastle's
+# binaries, as the Nix image has them (a debug `sandcastle` is six times the size, and each sandbox
+# copies it at start), built by the bench unless SANDCASTLE_TEST_IMAGE names one.
+BASE_IMAGE = os.environ.get("SANDCASTLE_TEST_IMAGE", "scbench-base:latest")
 OWNER, NAME, USER = "bench", "proj", "bench-bot"
 API_KEY = "sk-bench-not-a-real-key-0000"
 
@@ -1005,12 +1008,17 @@ def main():
         die("docker not found; install Docker's client and start the engine (checks/docker/start-dockerd.sh)")
     if not shutil.which("node") or not shutil.which("npm"):
         die("node and npm not found; apt-get install nodejs npm")
+    print("bench: cargo build --release --workspace --bins", flush=True)
+    if subprocess.run(["cargo", "build", "--release", "-q", "--workspace", "--bins"], cwd=ROOT).returncode:
+        die("cargo build --release failed (above)")
+    if "SANDCASTLE_TEST_IMAGE" not in os.environ:
+        print(f"bench: {BASE_IMAGE}, the test image with the release binaries", flush=True)
+        env = {**os.environ, "SANDCASTLE_BIN_DIR": str(RELEASE)}
+        if subprocess.run(["bash", ROOT / "checks" / "docker" / "build-test-image.sh", BASE_IMAGE],
+                          env=env, stdout=subprocess.DEVNULL).returncode:
+            die("building the bench's image failed (above)")
     if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode:
         die(f"the image {BASE_IMAGE} is missing; build it with bash checks/docker/build-test-image.sh")
-    print("bench: cargo build --release (sandcastle, load-config, fake-forge, fake-anthropic)", flush=True)
-    if subprocess.run(["cargo", "build", "--release", "-q", "-p", "sandcastle", "-p", "sandcastle-config",
-                       "-p", "fake-forge", "-p", "fake-anthropic"], cwd=ROOT).returncode:
-        die("cargo build --release failed (above)")
     if args.hosts:
         return hosts(args, runs)
     if args.gate:

@@ -53,7 +53,13 @@ impl FakeAnthropic {
         scenario: Scenario,
         log_to_stderr: bool,
     ) -> anyhow::Result<FakeAnthropic> {
-        let server = tiny_http::Server::http(("127.0.0.1", port))
+        // Answers go out at once, as a real API's do: tiny_http writes an answer's head and body
+        // apart, and with Nagle's algorithm the body waits for the client's delayed ACK (~40 ms).
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .map_err(|err| anyhow!("fake-anthropic cannot listen on 127.0.0.1:{port}: {err}"))?;
+        rustix::net::sockopt::set_tcp_nodelay(&listener, true)
+            .map_err(|err| anyhow!("fake-anthropic cannot set TCP_NODELAY: {err}"))?;
+        let server = tiny_http::Server::from_listener(listener, None)
             .map_err(|err| anyhow!("fake-anthropic cannot listen on 127.0.0.1:{port}: {err}"))?;
         let addr = server
             .server_addr()
