@@ -45,10 +45,15 @@ fn a_dead_relays_uncommitted_work_and_unhanded_commits_reach_the_fresh_container
     assert_eq!(containers.len(), 1, "{containers:?}");
     let killed = Command::new("docker")
         .args(["exec", &containers[0], "sh", "-c"])
-        .arg("kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
-        .status()
+        .arg("ps -eo pid=,args=; kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
+        .output()
         .unwrap();
-    assert!(killed.success());
+    assert!(
+        killed.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&killed.stdout),
+        String::from_utf8_lossy(&killed.stderr)
+    );
     let output = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stderr}");
