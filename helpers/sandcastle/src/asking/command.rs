@@ -217,57 +217,23 @@ fn plain_name(by: &str) -> bool {
 
 /// Runs the command on a thread of its own; what it answers is left on the answers' path.
 pub fn ask(ctx: &Context, key: WorkKey, waiting: &Waiting) {
-    let (Some(argv), Some(number)) = (ctx.config.questions.command.clone(), key.number()) else {
-        return;
-    };
-    let timeout = ctx.config.questions.timeout;
-    let url = format!(
-        "{}/{}/issues/{number}",
-        ctx.config.forge_url, ctx.config.repo
-    );
     let about = About::Question(waiting);
-    let input = serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, about, timeout))
-        .expect("the request serialises");
-    let left = Timestamp::now().duration_until(
-        waiting.conversation.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
-    );
-    let Ok(left) = Duration::try_from(left) else {
+    let Some(launch) = Launch::of(ctx, key, about, waiting.conversation.asked_at) else {
         return;
     };
-    let (project, progress, arrived, children) = (
-        ctx.project.clone(),
-        ctx.progress.clone(),
-        ctx.handlers.arrived.clone(),
-        ctx.handlers.children.clone(),
-    );
-    let (id, questions) = (
-        waiting.conversation.id.clone(),
-        waiting.conversation.subject.clone(),
-    );
-    std::thread::spawn(move || {
-        let outcome = run(&argv, &project, input, left, &children).and_then(|stdout| {
-            let (by, replies) = read_response(&questions, &stdout)?;
-            let answer = Answer {
-                by: by.unwrap_or_else(|| "someone through the question command".to_string()),
-                channel: Channel::Command,
-                at: Timestamp::now(),
-                replies,
-            };
-            answers::leave(&project, key, &id, &answer)
-                .map_err(|e| format!("{e:#}"))?
-                .map(|()| answer.by)
-        });
-        match outcome {
-            Ok(by) => {
-                progress.note(&format!(
-                    "{key}: {by} answered through the question command"
-                ));
-                arrived.store(true, Ordering::SeqCst);
-            }
-            Err(why) => progress.note(&format!(
-                "{key}: the question command gave no answer: {why}"
-            )),
-        }
+    let (project, id) = (ctx.project.clone(), waiting.conversation.id.clone());
+    let questions = waiting.conversation.subject.clone();
+    launch.spawn(ctx, key, String::new(), move |stdout| {
+        let (by, replies) = read_response(&questions, stdout)?;
+        let answer = Answer {
+            by: by.unwrap_or_else(|| ANSWERED_BY.to_string()),
+            channel: Channel::Command,
+            at: Timestamp::now(),
+            replies,
+        };
+        answers::leave(&project, key, &id, &answer)
+            .map_err(|e| format!("{e:#}"))?
+            .map(|()| answer.by)
     });
 }
 
@@ -275,64 +241,106 @@ pub fn ask(ctx: &Context, key: WorkKey, waiting: &Waiting) {
 /// agent works on), on a thread of its own; its one answer is left on the answers' path, where the
 /// first answer through any channel wins. The state that holds this revision is saved already.
 pub fn put_ask(ctx: &Context, key: WorkKey, open: &OpenAsk) {
-    let (Some(argv), Some(number)) = (ctx.config.questions.command.clone(), key.number()) else {
-        return;
-    };
-    let timeout = ctx.config.questions.timeout;
-    let url = format!(
-        "{}/{}/issues/{number}",
-        ctx.config.forge_url, ctx.config.repo
-    );
     let id = answers::ask_id(open);
     let questions = as_questions(&open.subject);
     let about = About::Ask(&id, open, &questions);
-    let input = serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, about, timeout))
-        .expect("the request serialises");
-    let left = Timestamp::now().duration_until(
-        open.asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default(),
-    );
-    let Ok(left) = Duration::try_from(left) else {
+    let Some(launch) = Launch::of(ctx, key, about, open.asked_at) else {
         return;
     };
-    let (project, progress, arrived, children) = (
+    let (project, ask, revision) = (
         ctx.project.clone(),
-        ctx.progress.clone(),
-        ctx.handlers.arrived.clone(),
-        ctx.handlers.children.clone(),
+        open.subject.clone(),
+        open.subject.revision,
     );
-    let (ask, revision) = (open.subject.clone(), open.subject.revision);
-    std::thread::spawn(move || {
-        let outcome = run(&argv, &project, input, left, &children).and_then(|stdout| {
-            let (by, replies) = read_response(&questions, &stdout)?;
-            let by = by.unwrap_or_else(|| "someone through the question command".to_string());
-            let reply = &replies[0];
-            let settled = match reply.option {
-                Some(option) => Settled {
-                    by,
-                    channel: Channel::Command,
-                    at: Timestamp::now(),
-                    closed: false,
-                    option: Some(option),
-                    text: reply.text.clone(),
-                },
-                None => Settled::read(&ask, &by, Channel::Command, &reply.text)?,
-            };
-            answers::leave_ask(&project, key, revision, &settled)
-                .map_err(|e| format!("{e:#}"))?
-                .map(|()| settled.by)
-        });
-        match outcome {
-            Ok(by) => {
-                progress.note(&format!(
-                    "{key}: {by} answered the agent's ask (revision {revision}) through the question command"
-                ));
-                arrived.store(true, Ordering::SeqCst);
-            }
-            Err(why) => progress.note(&format!(
-                "{key}: the question command gave no answer to the agent's ask: {why}"
-            )),
-        }
+    let what = format!(" the agent's ask (revision {revision})");
+    launch.spawn(ctx, key, what, move |stdout| {
+        let (by, replies) = read_response(&questions, stdout)?;
+        let by = by.unwrap_or_else(|| ANSWERED_BY.to_string());
+        let reply = &replies[0];
+        let settled = match reply.option {
+            Some(option) => Settled {
+                by,
+                channel: Channel::Command,
+                at: Timestamp::now(),
+                closed: false,
+                option: Some(option),
+                text: reply.text.clone(),
+            },
+            None => Settled::read(&ask, &by, Channel::Command, &reply.text)?,
+        };
+        answers::leave_ask(&project, key, revision, &settled)
+            .map_err(|e| format!("{e:#}"))?
+            .map(|()| settled.by)
     });
+}
+
+/// Who answered, when the command's answer does not say.
+const ANSWERED_BY: &str = "someone through the question command";
+
+/// One run of the command: its argv, its request, and how long it may take.
+struct Launch {
+    argv: Vec<String>,
+    input: Vec<u8>,
+    left: Duration,
+}
+
+impl Launch {
+    /// The run for `about` on `key`, asked at `asked_at`: `None` without a command, or when what
+    /// was asked has timed out already.
+    fn of(ctx: &Context, key: WorkKey, about: About, asked_at: Timestamp) -> Option<Launch> {
+        let (argv, number) = (ctx.config.questions.command.clone()?, key.number()?);
+        let timeout = ctx.config.questions.timeout;
+        let url = format!(
+            "{}/{}/issues/{number}",
+            ctx.config.forge_url, ctx.config.repo
+        );
+        let input =
+            serde_json::to_vec_pretty(&request(&ctx.config.repo, url, number, about, timeout))
+                .expect("the request serialises");
+        let left = Timestamp::now()
+            .duration_until(asked_at + jiff::SignedDuration::try_from(timeout).unwrap_or_default());
+        let left = Duration::try_from(left).ok()?;
+        Some(Launch { argv, input, left })
+    }
+
+    /// Runs it on a thread of its own; `take` leaves what it answered on the answers' path and
+    /// says who answered. The run says so (` answered{what}`), or why no answer came.
+    fn spawn(
+        self,
+        ctx: &Context,
+        key: WorkKey,
+        what: String,
+        take: impl FnOnce(&[u8]) -> Result<String, String> + Send + 'static,
+    ) {
+        let (project, progress, arrived, children) = (
+            ctx.project.clone(),
+            ctx.progress.clone(),
+            ctx.handlers.arrived.clone(),
+            ctx.handlers.children.clone(),
+        );
+        std::thread::spawn(move || {
+            let outcome = run(&self.argv, &project, self.input, self.left, &children)
+                .and_then(|stdout| take(&stdout));
+            match outcome {
+                Ok(by) => {
+                    progress.note(&format!(
+                        "{key}: {by} answered{what} through the question command"
+                    ));
+                    arrived.store(true, Ordering::SeqCst);
+                }
+                Err(why) => {
+                    let to = if what.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" to{what}")
+                    };
+                    progress.note(&format!(
+                        "{key}: the question command gave no answer{to}: {why}"
+                    ))
+                }
+            }
+        });
+    }
 }
 
 /// An ask as the one question the command answers: its title and details, a decision's options.
