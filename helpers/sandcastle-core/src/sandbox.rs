@@ -8,7 +8,7 @@ use crate::deadline::{self, Watchdog};
 use crate::proxy;
 use anyhow::{Context, Result, bail};
 use bollard::errors::Error as EngineError;
-use bollard::models::{ContainerCreateBody, HostConfig, VolumeCreateRequest};
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, VolumeCreateRequest};
 use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, ListVolumesOptions, LogsOptions,
     RemoveContainerOptions, RemoveVolumeOptions,
@@ -446,6 +446,13 @@ fn container_config(spec: &SandboxSpec) -> Result<(String, ContainerCreateBody)>
         memory: Some(memory as i64),
         network_mode: Some(spec.network.name().into()),
         binds: Some(binds),
+        // The host reads the relay's port from the container's log (`relay_port.rs`): a log it can
+        // read whatever the engine's default driver (`none`, or one that ships logs away), and
+        // small, since only the relay writes to it.
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("json-file".into()),
+            config: Some(HashMap::from([("max-size".into(), "1m".into())])),
+        }),
         ..Default::default()
     };
     let config = ContainerCreateBody {
@@ -897,6 +904,12 @@ mod tests {
         assert_eq!(host.pids_limit, Some(1024));
         assert_eq!(host.memory, Some(4 * 1024 * 1024 * 1024));
         assert_eq!(host.network_mode.as_deref(), Some("host"));
+        let log = host.log_config.clone().unwrap();
+        assert_eq!(
+            log.typ.as_deref(),
+            Some("json-file"),
+            "readable whatever the default"
+        );
         assert_eq!(
             host.binds.unwrap(),
             [
