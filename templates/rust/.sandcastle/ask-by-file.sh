@@ -15,7 +15,9 @@ dir="${SANDCASTLE_QUESTIONS_DIR:-.sandcastle/questions}"
 mkdir -p "$dir"
 here="$(mktemp -d "$dir/question-XXXXXX")"
 trap 'rm -rf "$here"' EXIT
-cat > "$here/request.json"
+# Written beside, then moved in: whoever watches for request.json never reads half of it.
+cat > "$here/request.json.part"
+mv "$here/request.json.part" "$here/request.json"
 echo "waiting for $here/answer.json" >&2
 while [ ! -s "$here/answer.json" ]; do
     sleep 2
