@@ -114,8 +114,14 @@ impl Settings {
     }
 
     /// What sandcastle's HTTPS trusts: `SSL_CERT_FILE` of its own environment, else the system's.
+    /// Read once per process: the model proxy and both forge clients share them.
     pub fn roots() -> Result<Roots> {
-        Roots::load(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+        static ROOTS: std::sync::OnceLock<Roots> = std::sync::OnceLock::new();
+        if let Some(roots) = ROOTS.get() {
+            return Ok(roots.clone());
+        }
+        let roots = Roots::load(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))?;
+        Ok(ROOTS.get_or_init(|| roots).clone())
     }
 
     /// The forge client of the run: everything it sends is redacted.
