@@ -489,9 +489,11 @@ pub fn container_name(run_id: &str, key: &str) -> String {
         .collect()
 }
 
-/// Creates the Docker volume `name`, labelled like a container of the run, so that removing the
-/// run's leftovers removes it too.
+/// Creates the Docker volume `name`, empty, labelled like a container of the run, so that removing
+/// the run's leftovers removes it too. `docker volume create` would reuse a volume of that name: one
+/// a broken gate or warm-up left goes first.
 pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
+    remove_volumes(&[name])?;
     let request = VolumeCreateRequest {
         name: Some(name.to_string()),
         labels: Some(run_labels(run_id, project)),

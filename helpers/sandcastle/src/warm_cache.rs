@@ -64,11 +64,8 @@ impl WarmCache {
             }
         }
         let name = volume_name(run_id, base);
-        // `docker volume create` reuses a volume of that name: one a broken warm-up left goes first.
         let started = Instant::now();
-        let warmed = sandbox::remove_volumes(&[&name])
-            .and_then(|()| sandbox::create_volume(&name, run_id, project))
-            .and_then(|()| warm_up(&name));
+        let warmed = sandbox::create_volume(&name, run_id, project).and_then(|()| warm_up(&name));
         let short = short(base);
         let cold = match warmed {
             Ok(WarmUp::Built) => {

@@ -459,8 +459,6 @@ impl Sandboxed for WorkSandbox<'_> {
                 });
         let key = format!("{}-gate", self.key.slug());
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
-        // `docker volume create` reuses a volume of that name: one a broken gate left goes first.
-        sandbox::remove_volumes(&[&cache])?;
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
         let sandbox = match self.start_build_container(&key, &cache, warm.as_deref()) {
             Ok(sandbox) => sandbox,
