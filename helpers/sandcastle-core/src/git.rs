@@ -732,7 +732,7 @@ impl WorkRepo {
 }
 
 /// An object id as people read it: its first 12 digits.
-fn short(id: &str) -> &str {
+pub fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
 

@@ -5,6 +5,7 @@
 //! nor another gate. When the base moves, the next gate builds a new one and the old one goes;
 //! when a warm-up fails, gates build cold, said once per base commit.
 use anyhow::Result;
+use sandcastle_core::git::short;
 use sandcastle_core::progress::Progress;
 use sandcastle_core::sandbox;
 use std::path::Path;
@@ -114,11 +115,6 @@ fn volume_name(run_id: &str, base: &str) -> String {
 /// The container key of the warm-up on `base`.
 pub fn warm_key(base: &str) -> String {
     format!("warm-{}", short(base))
-}
-
-/// A commit id as people read it.
-fn short(commit: &str) -> String {
-    commit.chars().take(12).collect()
 }
 
 #[cfg(test)]
