@@ -178,18 +178,22 @@ impl<'a> WorkSandbox<'a> {
         cache: &str,
         warm: Option<&str>,
     ) -> Result<Sandbox> {
-        // The gate reaches the network as the agent does: through the work's proxy, as `egress`
-        // allows (a build fetches its dependencies).
         self.open_proxy()?;
         let mut env = self.ctx.sandbox_env();
         env.extend(gate::cache_env());
-        let spec = SandboxSpec {
+        self.started(&SandboxSpec {
             volume: Some((cache, gate::CACHE)),
             read_only_volume: warm.map(|warm| (warm, gate::WARM)),
             ..self.spec(key, &env)
-        };
-        let mut sandbox = Sandbox::start(&spec)?;
-        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
+        })
+    }
+
+    /// Starts the container of `spec` (made by [`WorkSandbox::spec`]; the proxy is open) and names
+    /// its relay's port, once the relay said it, in the variables of its execs.
+    fn started(&self, spec: &SandboxSpec) -> Result<Sandbox> {
+        let proxy = self.proxy.as_ref().expect("the proxy is opened first");
+        let mut sandbox = Sandbox::start(spec)?;
+        sandbox.add_env(proxy.sandbox_env(sandbox.relay_port()));
         Ok(sandbox)
     }
 
@@ -243,13 +247,10 @@ impl<'a> WorkSandbox<'a> {
         let mut env = ctx.sandbox_env();
         env.extend(self.work_env.iter().cloned());
         let tea = ctx.tea_login();
-        let spec = SandboxSpec {
+        self.started(&SandboxSpec {
             tea: tea.as_ref(),
             ..self.spec(key, &env)
-        };
-        let mut sandbox = Sandbox::start(&spec)?;
-        sandbox.add_env(self.open_proxy()?.sandbox_env(sandbox.relay_port()));
-        Ok(sandbox)
+        })
     }
 
     fn get(&mut self) -> Result<&Sandbox> {
