@@ -760,19 +760,20 @@ pub enum Lack {
 /// What the image lacks of the agent user, a shell and `programs` (checked in a throwaway
 /// container without a network, as the agent user when there is one).
 pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
-    let script: Vec<String> = programs
+    let script = programs
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
-        .collect();
+        .collect::<Vec<_>>()
+        .join("; ");
     let engine = engine()?;
     let mut lacks = Vec::new();
-    let mut found = probe_image(engine, image, Some(AGENT_USER), &script.join("; "));
+    let mut found = probe_image(engine, image, Some(AGENT_USER), &script);
     if found
         .as_ref()
         .is_err_and(|e| e.to_string().contains("unable to find user"))
     {
         lacks.push(Lack::AgentUser);
-        found = probe_image(engine, image, None, &script.join("; "));
+        found = probe_image(engine, image, None, &script);
     }
     match found {
         Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
