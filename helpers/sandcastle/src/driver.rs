@@ -247,11 +247,7 @@ fn said_done(
         state.nudge = None;
         state.phase = Phase::Publish;
     } else {
-        ctx.progress.note(&format!(
-            "{key}: the agent said it was done, but `check` failed (gate run {})",
-            state.gate_runs
-        ));
-        state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
+        gate_refuted(ctx, key, state, &gate, "");
     }
     Ok(())
 }
@@ -682,6 +678,22 @@ fn run_gate(
     Ok(gate)
 }
 
+/// The gate failed on the commit the agent called done: said (`more` after the gate run), and its
+/// output is what the working agent is told next.
+fn gate_refuted(
+    ctx: &Context,
+    key: WorkKey,
+    state: &mut WorkState,
+    gate: &GateOutcome,
+    more: &str,
+) {
+    ctx.progress.note(&format!(
+        "{key}: the agent said it was done, but `check` failed (gate run {}){more}",
+        state.gate_runs
+    ));
+    state.nudge = Some(turns::gate_nudge(gate, state.gate_runs));
+}
+
 fn record_gate(state: &mut WorkState, gate: &GateOutcome) {
     state.gate_passed = Some(gate.passed);
     state.gate_commit = gate.commit.clone();
@@ -825,11 +837,13 @@ fn review_counts(
     state.gate_runs += 1;
     record_gate(state, &gate);
     if !gate.passed {
-        ctx.progress.note(&format!(
-            "{key}: the agent said it was done, but `check` failed (gate run {}); the review beside it is discarded",
-            state.gate_runs
-        ));
-        state.nudge = Some(turns::gate_nudge(&gate, state.gate_runs));
+        gate_refuted(
+            ctx,
+            key,
+            state,
+            &gate,
+            "; the review beside it is discarded",
+        );
         state.phase = Phase::Work;
     }
     Ok(gate.passed)
