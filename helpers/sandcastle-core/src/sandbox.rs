@@ -14,6 +14,7 @@ use bollard::query_parameters::{
     RemoveContainerOptions, RemoveVolumeOptions,
 };
 use engine::Engine;
+pub use engines::{EngineKind, PodmanLack};
 pub use exec::{Exec, ExecSpec};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod engine;
+mod engines;
 mod exec;
 
 /// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
@@ -125,12 +127,15 @@ impl Sandbox {
                 };
                 Ok(docker.create_container(Some(options), config).await?.id)
             })
-        })?;
+        })
+        .map_err(with_fix)?;
         let started = {
             let id = id.clone();
-            engine.call("docker start", |docker| async move {
-                docker.start_container(&id, None).await
-            })
+            engine
+                .call("docker start", |docker| async move {
+                    docker.start_container(&id, None).await
+                })
+                .map_err(with_fix)
         };
         let relay_port = match started.and_then(|()| relay_port::learn(engine, &id)) {
             Ok(port) => port,
@@ -705,6 +710,40 @@ pub fn engine_answers() -> Result<()> {
         .map_err(|error| anyhow::anyhow!("the Docker engine does not answer ({error})"))
 }
 
+/// Which engine answers: Docker, or Podman through its Docker-compatible API, and its version.
+pub fn engine_kind() -> Result<EngineKind> {
+    let answer = engine()?.call(
+        "docker version",
+        |docker| async move { docker.version().await },
+    )?;
+    Ok(EngineKind::of(&answer))
+}
+
+/// What keeps the engine from starting a container of `image` shaped like a sandbox (an init, no
+/// capability, no network), when it is one of Podman's known lacks; `None` when one starts (or gets
+/// as far as its program: an image without a shell is [`image_lacks`]'s to say).
+pub fn podman_lack(image: &str) -> Result<Option<PodmanLack>> {
+    match probe_image(engine()?, image, None, "true") {
+        Ok(_) => Ok(None),
+        Err(error) => {
+            let message = format!("{error:#}");
+            match PodmanLack::of(&message) {
+                Some(lack) => Ok(Some(lack)),
+                None if message.contains("executable file not found") => Ok(None),
+                None => Err(error),
+            }
+        }
+    }
+}
+
+/// An engine's refusal to create or start a sandbox, with the fix when it is a lack of Podman's.
+fn with_fix(error: anyhow::Error) -> anyhow::Error {
+    match PodmanLack::of(&format!("{error:#}")) {
+        Some(lack) => anyhow::anyhow!("{error:#}: {lack}"),
+        None => error,
+    }
+}
+
 /// The engine runs on this host, where it can mount the proxy's socket directory: its endpoint
 /// (`DOCKER_HOST`, else the current context) is a Unix socket, or TCP on loopback. A remote engine
 /// (`tcp://` elsewhere, `ssh://`) is refused with the reason.
@@ -783,9 +822,9 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
     Ok(lacks)
 }
 
-/// Runs `sh -c script` in a throwaway container of `image` without a network, as `user` (the
-/// image's own user when `None`), and returns what it printed on stdout. A non-zero exit is not an
-/// error: the output says what is missing.
+/// Runs `sh -c script` in a throwaway container of `image` shaped like a sandbox (an init, no
+/// capability, no network), as `user` (the image's own user when `None`), and returns what it
+/// printed on stdout. A non-zero exit is not an error: the output says what is missing.
 fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -> Result<String> {
     let config = ContainerCreateBody {
         image: Some(image.to_string()),
@@ -793,6 +832,9 @@ fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -
         entrypoint: Some(vec!["sh".into()]),
         cmd: Some(vec!["-c".into(), script.to_string()]),
         host_config: Some(HostConfig {
+            init: Some(true),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
             network_mode: Some("none".into()),
             ..Default::default()
         }),

@@ -5,7 +5,7 @@ use sandcastle_core::claims;
 use sandcastle_core::forge::{Forge, LIFECYCLE_LABELS};
 use sandcastle_core::git::Credentials;
 use sandcastle_core::proxy::CREDENTIAL_KEYS;
-use sandcastle_core::sandbox::{self, Lack};
+use sandcastle_core::sandbox::{self, EngineKind, Lack};
 use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
 use std::process::ExitCode;
@@ -200,6 +200,9 @@ fn check_image(report: &mut Report, settings: &Settings) {
                 sandbox::image_exists(&config.image_name).map(|()| config.image_name.clone()),
             )
             .is_none()
+        || report
+            .line("engine", engine_kind(&config.image_name))
+            .is_none()
     {
         return;
     }
@@ -212,6 +215,21 @@ fn check_image(report: &mut Report, settings: &Settings) {
 fn docker_engine() -> Result<String> {
     let host = sandbox::engine_host()?;
     sandbox::engine_answers().map(|()| format!("the engine at {host} answers"))
+}
+
+/// Which engine answers; on Podman, whether a container shaped like a sandbox starts, or what the
+/// host lacks for it (catatonit, ulimits it allows), with the fix.
+fn engine_kind(image: &str) -> Result<String> {
+    let kind = sandbox::engine_kind()?;
+    if let EngineKind::Podman { .. } = kind {
+        if let Some(lack) = sandbox::podman_lack(image)? {
+            bail!("{lack}");
+        }
+        return Ok(format!(
+            "{kind}; a container shaped like a sandbox starts (catatonit as its init, ulimits within the host's)"
+        ));
+    }
+    Ok(kind.to_string())
 }
 
 /// What sandcastle runs in the image: one line when all is there, else one line per missing

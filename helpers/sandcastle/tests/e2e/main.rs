@@ -12,6 +12,7 @@ mod green;
 mod harness;
 mod held_back;
 mod overlap;
+mod podman;
 mod proxy;
 mod questions;
 mod spend;

@@ -1,0 +1,139 @@
+//! Which engine serves the Docker Engine API, and what a Podman host lacks that Docker has built in.
+//! Podman answers `/version` with a component named `Podman Engine`; its refusals are recognised by
+//! its own words (its API has no field for them), each said with the fix.
+use bollard::models::SystemVersion;
+
+/// The engine behind the socket, as its `/version` answer names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineKind {
+    Docker {
+        version: String,
+    },
+    /// Podman through its Docker-compatible API (`podman system service`).
+    Podman {
+        version: String,
+    },
+}
+
+impl EngineKind {
+    /// The engine a `/version` answer names: Podman's lists a `Podman Engine` component.
+    pub fn of(answer: &SystemVersion) -> EngineKind {
+        let podman = answer
+            .components
+            .iter()
+            .flatten()
+            .find(|component| component.name == "Podman Engine");
+        match podman {
+            Some(component) => EngineKind::Podman {
+                version: component.version.clone(),
+            },
+            None => EngineKind::Docker {
+                version: answer.version.clone().unwrap_or_else(|| "unknown".into()),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineKind::Docker { version } => write!(f, "Docker {version}"),
+            EngineKind::Podman { version } => {
+                write!(f, "Podman {version}, through its Docker-compatible API")
+            }
+        }
+    }
+}
+
+/// What keeps a Podman host from starting a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodmanLack {
+    /// `catatonit`, the init Podman runs as a sandbox's PID 1 (`HostConfig.Init`); Docker brings
+    /// its own (`docker-init`).
+    Init,
+    /// Podman's default ulimits (`nofile`, `nproc`) are above what this host lets a container have,
+    /// so no container starts.
+    Ulimits,
+}
+
+impl PodmanLack {
+    /// The lack an engine's refusal names, if it is one of these.
+    pub fn of(message: &str) -> Option<PodmanLack> {
+        if message.contains("container-init binary not found") {
+            Some(PodmanLack::Init)
+        } else if message.contains("error setting rlimit") {
+            Some(PodmanLack::Ulimits)
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for PodmanLack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PodmanLack::Init => {
+                "Podman has no catatonit, the init every sandbox runs under (`--init`): install it \
+                 (`apt-get install catatonit`, `dnf install catatonit`), or name one with init_path \
+                 under [containers] in containers.conf"
+            }
+            PodmanLack::Ulimits => {
+                "Podman's default ulimits are above this host's limits, so no container starts: set \
+                 default_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"] under [containers] in \
+                 /etc/containers/containers.conf (rootless: ~/.config/containers/containers.conf), \
+                 then restart `podman system service`"
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::SystemVersionComponents;
+
+    /// The refusals as Podman 4.3 words them (measured with Debian's podman, catatonit hidden,
+    /// and without `default_ulimits` on a host that caps them).
+    #[test]
+    fn podmans_refusals_are_named_with_the_fix() {
+        let init = "container create: container-init binary not found on the host: stat \
+                    /usr/libexec/podman/catatonit: no such file or directory";
+        let ulimits = "runc: runc create failed: unable to start container process: error during \
+                       container init: error setting rlimits for ready process: error setting \
+                       rlimit type 7: operation not permitted: OCI permission denied";
+        assert_eq!(PodmanLack::of(init), Some(PodmanLack::Init));
+        assert_eq!(PodmanLack::of(ulimits), Some(PodmanLack::Ulimits));
+        assert_eq!(PodmanLack::of("No such image: sandcastle:latest"), None);
+        assert!(PodmanLack::Init.to_string().contains("install it"));
+        assert!(!PodmanLack::Ulimits.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn podman_is_told_by_its_version_answer() {
+        let podman = SystemVersion {
+            version: Some("4.3.1".into()),
+            components: Some(vec![SystemVersionComponents {
+                name: "Podman Engine".into(),
+                version: "4.3.1".into(),
+                details: None,
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            EngineKind::of(&podman),
+            EngineKind::Podman {
+                version: "4.3.1".into()
+            }
+        );
+        let docker = SystemVersion {
+            version: Some("28.2.2".into()),
+            components: Some(vec![SystemVersionComponents {
+                name: "Engine".into(),
+                version: "28.2.2".into(),
+                details: None,
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(EngineKind::of(&docker).to_string(), "Docker 28.2.2");
+    }
+}
