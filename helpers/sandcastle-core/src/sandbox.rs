@@ -720,19 +720,14 @@ pub fn engine_kind() -> Result<EngineKind> {
 }
 
 /// What keeps the engine from starting a container of `image` shaped like a sandbox (an init, no
-/// capability, no network), when it is one of Podman's known lacks; `None` when one starts (or gets
-/// as far as its program: an image without a shell is [`image_lacks`]'s to say).
+/// capability, no network), when it is one of Podman's known lacks; `None` when one starts.
 pub fn podman_lack(image: &str) -> Result<Option<PodmanLack>> {
-    match probe_image(engine()?, image, None, "true") {
+    match probe_image(engine()?, image, None, "true", Probe::SandboxShaped) {
         Ok(_) => Ok(None),
-        Err(error) => {
-            let message = format!("{error:#}");
-            match PodmanLack::of(&message) {
-                Some(lack) => Ok(Some(lack)),
-                None if message.contains("executable file not found") => Ok(None),
-                None => Err(error),
-            }
-        }
+        Err(error) => match PodmanLack::of(&format!("{error:#}")) {
+            Some(lack) => Ok(Some(lack)),
+            None => Err(error),
+        },
     }
 }
 
@@ -806,13 +801,13 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
         .join("; ");
     let engine = engine()?;
     let mut lacks = Vec::new();
-    let mut found = probe_image(engine, image, Some(AGENT_USER), &script);
+    let mut found = probe_image(engine, image, Some(AGENT_USER), &script, Probe::Plain);
     if found
         .as_ref()
         .is_err_and(|e| e.to_string().contains("unable to find user"))
     {
         lacks.push(Lack::AgentUser);
-        found = probe_image(engine, image, None, &script);
+        found = probe_image(engine, image, None, &script, Probe::Plain);
     }
     match found {
         Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
@@ -822,19 +817,36 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
     Ok(lacks)
 }
 
-/// Runs `sh -c script` in a throwaway container of `image` shaped like a sandbox (an init, no
-/// capability, no network), as `user` (the image's own user when `None`), and returns what it
-/// printed on stdout. A non-zero exit is not an error: the output says what is missing.
-fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -> Result<String> {
+/// How [`probe_image`]'s container is made.
+#[derive(Clone, Copy, PartialEq)]
+enum Probe {
+    /// No init: a missing shell is the engine's refusal to start it, which says so.
+    Plain,
+    /// As a sandbox is: an init, no capability, `no-new-privileges` (what Podman may lack shows
+    /// only then).
+    SandboxShaped,
+}
+
+/// Runs `sh -c script` in a throwaway container of `image` without a network, as `user` (the
+/// image's own user when `None`), and returns what it printed on stdout. A non-zero exit is not an
+/// error: the output says what is missing.
+fn probe_image(
+    engine: &Engine,
+    image: &str,
+    user: Option<&str>,
+    script: &str,
+    probe: Probe,
+) -> Result<String> {
+    let shaped = probe == Probe::SandboxShaped;
     let config = ContainerCreateBody {
         image: Some(image.to_string()),
         user: user.map(str::to_string),
         entrypoint: Some(vec!["sh".into()]),
         cmd: Some(vec!["-c".into(), script.to_string()]),
         host_config: Some(HostConfig {
-            init: Some(true),
-            cap_drop: Some(vec!["ALL".into()]),
-            security_opt: Some(vec!["no-new-privileges".into()]),
+            init: shaped.then_some(true),
+            cap_drop: shaped.then(|| vec!["ALL".into()]),
+            security_opt: shaped.then(|| vec!["no-new-privileges".into()]),
             network_mode: Some("none".into()),
             ..Default::default()
         }),
