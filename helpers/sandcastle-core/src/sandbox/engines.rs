@@ -54,6 +54,9 @@ pub enum PodmanLack {
     /// Podman's default ulimits (`nofile`, `nproc`) are above what this host lets a container have,
     /// so no container starts.
     Ulimits,
+    /// A rootless Podman's user cannot enter a directory sandcastle mounts: sandcastle runs as
+    /// another user, whose run directory (the proxy's socket) is private to it.
+    Reach,
 }
 
 impl PodmanLack {
@@ -63,6 +66,10 @@ impl PodmanLack {
             Some(PodmanLack::Init)
         } else if message.contains("error setting rlimit") {
             Some(PodmanLack::Ulimits)
+        } else if message.contains("making volume mountpoint")
+            && message.contains("permission denied")
+        {
+            Some(PodmanLack::Reach)
         } else {
             None
         }
@@ -83,6 +90,11 @@ impl std::fmt::Display for PodmanLack {
                  /etc/containers/containers.conf (rootless: ~/.config/containers/containers.conf), \
                  then restart `podman system service`"
             }
+            PodmanLack::Reach => {
+                "the engine cannot enter a directory sandcastle mounts (a rootless Podman runs as its \
+                 own user, and sandcastle's run directory is private to sandcastle's): run sandcastle \
+                 as the user whose `podman system service` it is"
+            }
         })
     }
 }
@@ -92,8 +104,8 @@ mod tests {
     use super::*;
     use bollard::models::SystemVersionComponents;
 
-    /// The refusals as Podman 4.3 words them (measured with Debian's podman, catatonit hidden,
-    /// and without `default_ulimits` on a host that caps them).
+    /// The refusals as Podman 4.3 words them, measured with Debian's podman: catatonit hidden;
+    /// no `default_ulimits` on a host that caps them; sandcastle as root on a user's rootless one.
     #[test]
     fn podmans_refusals_are_named_with_the_fix() {
         let init = "container create: container-init binary not found on the host: stat \
@@ -103,6 +115,11 @@ mod tests {
                        rlimit type 7: operation not permitted: OCI permission denied";
         assert_eq!(PodmanLack::of(init), Some(PodmanLack::Init));
         assert_eq!(PodmanLack::of(ulimits), Some(PodmanLack::Ulimits));
+        // sandcastle as root, the engine a user's rootless Podman.
+        let reach = "make cli opts(): making volume mountpoint for volume \
+                     /tmp/sandcastle-0/runs/q9hRGA-20261204T134903Z-29333/proxy-tPdf8X/mounted: mkdir \
+                     /tmp/sandcastle-0/runs: permission denied";
+        assert_eq!(PodmanLack::of(reach), Some(PodmanLack::Reach));
         assert_eq!(PodmanLack::of("No such image: sandcastle:latest"), None);
         assert!(PodmanLack::Init.to_string().contains("install it"));
         assert!(!PodmanLack::Ulimits.to_string().contains('\n'));
