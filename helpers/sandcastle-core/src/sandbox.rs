@@ -14,7 +14,7 @@ use bollard::query_parameters::{
     RemoveContainerOptions, RemoveVolumeOptions,
 };
 use engine::Engine;
-pub use engines::{EngineKind, PodmanLack};
+pub use engines::{EngineKind, EngineLack};
 pub use exec::{Exec, ExecSpec};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -118,6 +118,7 @@ impl Sandbox {
     /// `configure-tea` inside as the agent user when the project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let (name, config) = container_config(spec)?;
+        let wanted = config.host_config.clone().unwrap_or_default();
         let engine = engine()?;
         let id = creating("container", || {
             engine.call("docker create", |docker| async move {
@@ -129,14 +130,14 @@ impl Sandbox {
             })
         })
         .map_err(with_fix)?;
-        let started = {
+        let started = limits_held(engine, &id, &wanted).and_then(|()| {
             let id = id.clone();
             engine
                 .call("docker start", |docker| async move {
                     docker.start_container(&id, None).await
                 })
                 .map_err(with_fix)
-        };
+        });
         let relay_port = match started.and_then(|()| relay_port::learn(engine, &id)) {
             Ok(port) => port,
             Err(error) => {
@@ -721,19 +722,36 @@ pub fn engine_kind() -> Result<EngineKind> {
 
 /// What keeps the engine from starting a container of `image` shaped like a sandbox (an init, no
 /// capability, no network), when it is one of Podman's known lacks; `None` when one starts.
-pub fn podman_lack(image: &str) -> Result<Option<PodmanLack>> {
+pub fn engine_lack(image: &str) -> Result<Option<EngineLack>> {
     match probe_image(engine()?, image, None, "true", Probe::SandboxShaped) {
         Ok(_) => Ok(None),
-        Err(error) => match PodmanLack::of(&format!("{error:#}")) {
-            Some(lack) => Ok(Some(lack)),
-            None => Err(error),
+        Err(error) => match error.downcast_ref::<EngineLack>() {
+            Some(lack) => Ok(Some(*lack)),
+            None => match EngineLack::of(&format!("{error:#}")) {
+                Some(lack) => Ok(Some(lack)),
+                None => Err(error),
+            },
         },
     }
 }
 
+/// The engine holds container `id` to `wanted`'s memory and pids limits, as its inspect says:
+/// rootless Podman on cgroups v1 takes them and drops them, which would leave a sandbox unbounded.
+fn limits_held(engine: &Engine, id: &str, wanted: &HostConfig) -> Result<()> {
+    let id = id.to_string();
+    let held = engine.call("docker container inspect", |docker| async move {
+        Ok(docker.inspect_container(&id, None).await?.host_config)
+    })?;
+    let held = held.unwrap_or_default();
+    if held.memory != wanted.memory || held.pids_limit != wanted.pids_limit {
+        return Err(EngineLack::Limits.into());
+    }
+    Ok(())
+}
+
 /// An engine's refusal to create or start a sandbox, with the fix when it is a lack of Podman's.
 fn with_fix(error: anyhow::Error) -> anyhow::Error {
-    match PodmanLack::of(&format!("{error:#}")) {
+    match EngineLack::of(&format!("{error:#}")) {
         Some(lack) => anyhow::anyhow!("{error:#}: {lack}"),
         None => error,
     }
@@ -822,8 +840,8 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
 enum Probe {
     /// No init: a missing shell is the engine's refusal to start it, which says so.
     Plain,
-    /// As a sandbox is: an init, no capability, `no-new-privileges` (what Podman may lack shows
-    /// only then).
+    /// As a sandbox is: an init, no capability, `no-new-privileges`, memory and pids limits the
+    /// engine must hold (what an engine may lack shows only then).
     SandboxShaped,
 }
 
@@ -838,24 +856,31 @@ fn probe_image(
     probe: Probe,
 ) -> Result<String> {
     let shaped = probe == Probe::SandboxShaped;
+    let host_config = HostConfig {
+        init: shaped.then_some(true),
+        cap_drop: shaped.then(|| vec!["ALL".into()]),
+        security_opt: shaped.then(|| vec!["no-new-privileges".into()]),
+        memory: shaped.then_some(256 * 1024 * 1024),
+        pids_limit: shaped.then_some(64),
+        network_mode: Some("none".into()),
+        ..Default::default()
+    };
     let config = ContainerCreateBody {
         image: Some(image.to_string()),
         user: user.map(str::to_string),
         entrypoint: Some(vec!["sh".into()]),
         cmd: Some(vec!["-c".into(), script.to_string()]),
-        host_config: Some(HostConfig {
-            init: shaped.then_some(true),
-            cap_drop: shaped.then(|| vec!["ALL".into()]),
-            security_opt: shaped.then(|| vec!["no-new-privileges".into()]),
-            network_mode: Some("none".into()),
-            ..Default::default()
-        }),
+        host_config: Some(host_config.clone()),
         ..Default::default()
     };
     let id = engine.call("docker create", |docker| async move {
         Ok(docker.create_container(None, config).await?.id)
     })?;
-    let printed = {
+    let held = match probe {
+        Probe::SandboxShaped => limits_held(engine, &id, &host_config),
+        Probe::Plain => Ok(()),
+    };
+    let printed = held.and_then(|()| {
         let id = id.clone();
         engine.call("docker run", |docker| async move {
             docker.start_container(&id, None).await?;
@@ -882,7 +907,7 @@ fn probe_image(
             }
             Ok(String::from_utf8_lossy(&printed).into_owned())
         })
-    };
+    });
     let removed = remove_containers(&[&id]);
     let printed = printed?;
     removed?;

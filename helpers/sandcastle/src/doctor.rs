@@ -5,7 +5,7 @@ use sandcastle_core::claims;
 use sandcastle_core::forge::{Forge, LIFECYCLE_LABELS};
 use sandcastle_core::git::Credentials;
 use sandcastle_core::proxy::CREDENTIAL_KEYS;
-use sandcastle_core::sandbox::{self, EngineKind, Lack};
+use sandcastle_core::sandbox::{self, Lack};
 use sandcastle_core::secrets::EnvFile;
 use std::path::Path;
 use std::process::ExitCode;
@@ -217,19 +217,17 @@ fn docker_engine() -> Result<String> {
     sandbox::engine_answers().map(|()| format!("the engine at {host} answers"))
 }
 
-/// Which engine answers; on Podman, whether a container shaped like a sandbox starts, or what the
-/// host lacks for it (catatonit, ulimits it allows), with the fix.
+/// Which engine answers (Docker, or Podman by its version answer), and whether a container shaped
+/// like a sandbox starts there, held to its limits; else what the engine lacks (Podman's catatonit,
+/// ulimits the host allows, limits it holds), with the fix.
 fn engine_kind(image: &str) -> Result<String> {
     let kind = sandbox::engine_kind()?;
-    if let EngineKind::Podman { .. } = kind {
-        if let Some(lack) = sandbox::podman_lack(image)? {
-            bail!("{lack}");
-        }
-        return Ok(format!(
-            "{kind}; a container shaped like a sandbox starts (catatonit as its init, ulimits within the host's)"
-        ));
+    if let Some(lack) = sandbox::engine_lack(image)? {
+        bail!("{kind}: {lack}");
     }
-    Ok(kind.to_string())
+    Ok(format!(
+        "{kind}; a container shaped like a sandbox starts, held to its memory and pids limits"
+    ))
 }
 
 /// What sandcastle runs in the image: one line when all is there, else one line per missing

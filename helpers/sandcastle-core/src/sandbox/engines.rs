@@ -1,6 +1,7 @@
-//! Which engine serves the Docker Engine API, and what a Podman host lacks that Docker has built in.
-//! Podman answers `/version` with a component named `Podman Engine`; its refusals are recognised by
-//! its own words (its API has no field for them), each said with the fix.
+//! Which engine serves the Docker Engine API, and what keeps an engine from running a sandbox as
+//! sandcastle makes it, mostly what a Podman host lacks that Docker has built in. Podman answers
+//! `/version` with a component named `Podman Engine`; its refusals are recognised by its own words
+//! (its API has no field for them), each said with the fix.
 use bollard::models::SystemVersion;
 
 /// The engine behind the socket, as its `/version` answer names it.
@@ -45,9 +46,9 @@ impl std::fmt::Display for EngineKind {
     }
 }
 
-/// What keeps a Podman host from starting a sandbox.
+/// What keeps an engine from running a sandbox as sandcastle makes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodmanLack {
+pub enum EngineLack {
     /// `catatonit`, the init Podman runs as a sandbox's PID 1 (`HostConfig.Init`); Docker brings
     /// its own (`docker-init`).
     Init,
@@ -57,43 +58,55 @@ pub enum PodmanLack {
     /// A rootless Podman's user cannot enter a directory sandcastle mounts: sandcastle runs as
     /// another user, whose run directory (the proxy's socket) is private to it.
     Reach,
+    /// The engine took a sandbox's memory and pids limits and dropped them (its inspect says 0):
+    /// rootless Podman on cgroups v1, or a kernel without those controllers. The sandbox would
+    /// run unbounded, so it is not started.
+    Limits,
 }
 
-impl PodmanLack {
+impl std::error::Error for EngineLack {}
+
+impl EngineLack {
     /// The lack an engine's refusal names, if it is one of these.
-    pub fn of(message: &str) -> Option<PodmanLack> {
+    pub fn of(message: &str) -> Option<EngineLack> {
         if message.contains("container-init binary not found") {
-            Some(PodmanLack::Init)
+            Some(EngineLack::Init)
         } else if message.contains("error setting rlimit") {
-            Some(PodmanLack::Ulimits)
+            Some(EngineLack::Ulimits)
         } else if message.contains("making volume mountpoint")
             && message.contains("permission denied")
         {
-            Some(PodmanLack::Reach)
+            Some(EngineLack::Reach)
         } else {
             None
         }
     }
 }
 
-impl std::fmt::Display for PodmanLack {
+impl std::fmt::Display for EngineLack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            PodmanLack::Init => {
+            EngineLack::Init => {
                 "Podman has no catatonit, the init every sandbox runs under (`--init`): install it \
                  (`apt-get install catatonit`, `dnf install catatonit`), or name one with init_path \
                  under [containers] in containers.conf"
             }
-            PodmanLack::Ulimits => {
+            EngineLack::Ulimits => {
                 "Podman's default ulimits are above this host's limits, so no container starts: set \
                  default_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"] under [containers] in \
                  /etc/containers/containers.conf (rootless: ~/.config/containers/containers.conf), \
                  then restart `podman system service`"
             }
-            PodmanLack::Reach => {
+            EngineLack::Reach => {
                 "the engine cannot enter a directory sandcastle mounts (a rootless Podman runs as its \
                  own user, and sandcastle's run directory is private to sandcastle's): run sandcastle \
                  as the user whose `podman system service` it is"
+            }
+            EngineLack::Limits => {
+                "the engine does not hold containers to their memory and pids limits ([sandbox] \
+                 memory, pidsLimit), so a sandbox would run unbounded: rootless Podman needs \
+                 cgroups v2 with the memory and pids controllers delegated to your user (systemd's \
+                 default); on cgroups v1 use rootful Podman or Docker"
             }
         })
     }
@@ -113,16 +126,16 @@ mod tests {
         let ulimits = "runc: runc create failed: unable to start container process: error during \
                        container init: error setting rlimits for ready process: error setting \
                        rlimit type 7: operation not permitted: OCI permission denied";
-        assert_eq!(PodmanLack::of(init), Some(PodmanLack::Init));
-        assert_eq!(PodmanLack::of(ulimits), Some(PodmanLack::Ulimits));
+        assert_eq!(EngineLack::of(init), Some(EngineLack::Init));
+        assert_eq!(EngineLack::of(ulimits), Some(EngineLack::Ulimits));
         // sandcastle as root, the engine a user's rootless Podman.
         let reach = "make cli opts(): making volume mountpoint for volume \
                      /tmp/sandcastle-0/runs/q9hRGA-20261204T134903Z-29333/proxy-tPdf8X/mounted: mkdir \
                      /tmp/sandcastle-0/runs: permission denied";
-        assert_eq!(PodmanLack::of(reach), Some(PodmanLack::Reach));
-        assert_eq!(PodmanLack::of("No such image: sandcastle:latest"), None);
-        assert!(PodmanLack::Init.to_string().contains("install it"));
-        assert!(!PodmanLack::Ulimits.to_string().contains('\n'));
+        assert_eq!(EngineLack::of(reach), Some(EngineLack::Reach));
+        assert_eq!(EngineLack::of("No such image: sandcastle:latest"), None);
+        assert!(EngineLack::Init.to_string().contains("install it"));
+        assert!(!EngineLack::Ulimits.to_string().contains('\n'));
     }
 
     #[test]
