@@ -61,5 +61,6 @@ DOCKER_HOST="unix://$podman_socket" cargo nextest run --no-fail-fast -p sandcast
     trust::the_agents_hooks_and_git_config_never_act_on_the_host \
     trust::a_symlinked_session_file_reads_no_host_file \
     proxy::the_model_key_never_enters_a_sandbox \
+    proxy::the_model_key_never_enters_a_sandbox_on_the_hosts_network \
     proxy::a_sandbox_reaches_nothing_directly_and_cannot_touch_the_relay \
     questions::a_maintainers_forge_reply_answers_and_the_work_goes_on
