@@ -114,8 +114,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Creates and starts the container with no capability, `no-new-privileges`, the pids and
-    /// memory limits, the network, the run and project labels, and no variable, then runs
-    /// `configure-tea` inside as the agent user when the project gives sandboxes a forge login.
+    /// memory limits (started only once the engine says it holds them), the network, the run and
+    /// project labels, and no variable, then runs `configure-tea` inside as the agent user when the
+    /// project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let (name, config) = container_config(spec)?;
         let wanted = config.host_config.clone().unwrap_or_default();
@@ -720,8 +721,9 @@ pub fn engine_kind() -> Result<EngineKind> {
     Ok(EngineKind::of(&answer))
 }
 
-/// What keeps the engine from starting a container of `image` shaped like a sandbox (an init, no
-/// capability, no network), when it is one of Podman's known lacks; `None` when one starts.
+/// What keeps the engine from running a container of `image` shaped like a sandbox (an init, no
+/// capability, no network, memory and pids limits held), when it is a known [`EngineLack`]; `None`
+/// when one runs.
 pub fn engine_lack(image: &str) -> Result<Option<EngineLack>> {
     match probe_image(engine()?, image, None, "true", Probe::SandboxShaped) {
         Ok(_) => Ok(None),
@@ -749,7 +751,7 @@ fn limits_held(engine: &Engine, id: &str, wanted: &HostConfig) -> Result<()> {
     Ok(())
 }
 
-/// An engine's refusal to create or start a sandbox, with the fix when it is a lack of Podman's.
+/// An engine's refusal to create or start a sandbox, with the fix when it is a known [`EngineLack`].
 fn with_fix(error: anyhow::Error) -> anyhow::Error {
     match EngineLack::of(&format!("{error:#}")) {
         Some(lack) => anyhow::anyhow!("{error:#}: {lack}"),
