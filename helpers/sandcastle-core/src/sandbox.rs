@@ -84,6 +84,9 @@ pub struct SandboxSpec<'a> {
     pub read_only_volume: Option<(&'a str, &'a str)>,
     /// The container's main process: the relay to the work's model proxy socket.
     pub relay: Relay<'a>,
+    /// The OCI runtime the container runs under (`[sandbox] runtime`); the engine's default when
+    /// `None`.
+    pub runtime: Option<&'a str>,
 }
 
 /// The work's end of the host's model proxy (`proxy.rs`): the host directory holding its socket,
@@ -117,15 +120,7 @@ impl Sandbox {
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let (name, config) = container_config(spec)?;
         let engine = engine()?;
-        let id = creating("container", || {
-            engine.call("docker create", |docker| async move {
-                let options = CreateContainerOptions {
-                    name: Some(name),
-                    ..Default::default()
-                };
-                Ok(docker.create_container(Some(options), config).await?.id)
-            })
-        })?;
+        let id = create_container(engine, Some(name), config, spec.runtime)?;
         let started = {
             let id = id.clone();
             engine.call("docker start", |docker| async move {
@@ -508,6 +503,52 @@ pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
     .map(drop)
 }
 
+/// Creates a container of `config`, named `name` or by the engine, under `runtime` (the engine's
+/// default when `None`), unless creating has stopped. Every container sandcastle makes is created
+/// here, so `[sandbox] runtime` covers them all: the turns', the gates', the warm-ups' and the
+/// image's probe.
+fn create_container(
+    engine: &Engine,
+    name: Option<String>,
+    mut config: ContainerCreateBody,
+    runtime: Option<&str>,
+) -> Result<String> {
+    config.host_config.get_or_insert_default().runtime = runtime.map(str::to_string);
+    creating("container", || {
+        engine.call("docker create", |docker| async move {
+            let options = name.map(|name| CreateContainerOptions {
+                name: Some(name),
+                ..Default::default()
+            });
+            Ok(docker.create_container(options, config).await?.id)
+        })
+    })
+}
+
+/// Which OCI runtime sandboxes run under, for the start line and `doctor`: `runtime` (`[sandbox]
+/// runtime`) when the engine knows it, else the engine's default. A name the engine does not know
+/// is an error naming the key and the `daemon.json` fix.
+pub fn runtime_says(runtime: Option<&str>) -> Result<String> {
+    let info = engine()?.call("docker info", |docker| async move { docker.info().await })?;
+    let default = info.default_runtime.unwrap_or_else(|| "runc".into());
+    let Some(name) = runtime else {
+        return Ok(format!(
+            "sandboxes run under {default}, the engine's default runtime"
+        ));
+    };
+    let mut known: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
+    if known.iter().any(|known| known == name) {
+        return Ok(format!("sandboxes run under {name} ([sandbox] runtime)"));
+    }
+    known.sort();
+    bail!(
+        "the Docker engine does not know the runtime \"{name}\" of [sandbox] runtime (it knows {}): \
+         add it to /etc/docker/daemon.json, e.g. {{\"runtimes\": {{\"{name}\": {{\"path\": \"/usr/bin/{name}\"}}}}}}, \
+         and reload the engine (`systemctl reload docker`), or change [sandbox] runtime in .sandcastle/config.toml",
+        known.join(", ")
+    )
+}
+
 /// Whether this process still creates containers and volumes; [`stop_creating`] closes it.
 static CREATING: std::sync::RwLock<bool> = std::sync::RwLock::new(true);
 
@@ -692,7 +733,7 @@ fn remove_containers(ids: &[&str]) -> Result<()> {
     })
 }
 
-/// The engine answers.
+/// The engine answers; the error names where it was looked for and the fix.
 pub fn engine_answers() -> Result<()> {
     engine()
         .and_then(|engine| {
@@ -702,7 +743,6 @@ pub fn engine_answers() -> Result<()> {
             )
         })
         .map(drop)
-        .map_err(|error| anyhow::anyhow!("the Docker engine does not answer ({error})"))
 }
 
 /// The engine runs on this host, where it can mount the proxy's socket directory: its endpoint
@@ -758,8 +798,9 @@ pub enum Lack {
 }
 
 /// What the image lacks of the agent user, a shell and `programs` (checked in a throwaway
-/// container without a network, as the agent user when there is one).
-pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
+/// container without a network, under `runtime` as every sandbox, as the agent user when there
+/// is one).
+pub fn image_lacks(image: &str, runtime: Option<&str>, programs: &[&str]) -> Result<Vec<Lack>> {
     let script = programs
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
@@ -767,13 +808,14 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
         .join("; ");
     let engine = engine()?;
     let mut lacks = Vec::new();
-    let mut found = probe_image(engine, image, Some(AGENT_USER), &script);
+    let probe = |user| probe_image(engine, image, runtime, user, &script);
+    let mut found = probe(Some(AGENT_USER));
     if found
         .as_ref()
         .is_err_and(|e| e.to_string().contains("unable to find user"))
     {
         lacks.push(Lack::AgentUser);
-        found = probe_image(engine, image, None, &script);
+        found = probe(None);
     }
     match found {
         Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
@@ -783,10 +825,16 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
     Ok(lacks)
 }
 
-/// Runs `sh -c script` in a throwaway container of `image` without a network, as `user` (the
-/// image's own user when `None`), and returns what it printed on stdout. A non-zero exit is not an
-/// error: the output says what is missing.
-fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -> Result<String> {
+/// Runs `sh -c script` in a throwaway container of `image` without a network, under `runtime`, as
+/// `user` (the image's own user when `None`), and returns what it printed on stdout. A non-zero
+/// exit is not an error: the output says what is missing.
+fn probe_image(
+    engine: &Engine,
+    image: &str,
+    runtime: Option<&str>,
+    user: Option<&str>,
+    script: &str,
+) -> Result<String> {
     let config = ContainerCreateBody {
         image: Some(image.to_string()),
         user: user.map(str::to_string),
@@ -798,9 +846,7 @@ fn probe_image(engine: &Engine, image: &str, user: Option<&str>, script: &str) -
         }),
         ..Default::default()
     };
-    let id = engine.call("docker create", |docker| async move {
-        Ok(docker.create_container(None, config).await?.id)
-    })?;
+    let id = create_container(engine, None, config, runtime)?;
     let printed = {
         let id = id.clone();
         engine.call("docker run", |docker| async move {
@@ -870,6 +916,7 @@ mod tests {
             relay: Relay {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
             },
+            runtime: None,
         }
     }
 
@@ -997,3 +1044,6 @@ pub(crate) mod test_support;
 
 #[cfg(test)]
 mod docker_tests;
+
+#[cfg(test)]
+mod runtime_tests;

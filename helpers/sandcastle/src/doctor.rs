@@ -189,8 +189,8 @@ fn model(settings: &Settings) -> Result<String> {
     Ok(said)
 }
 
-/// The Docker engine and the image; when both are there, the sandboxes' network and the programs
-/// the image must hold.
+/// The Docker engine and the image; when both are there, the sandboxes' network and runtime, and,
+/// when the engine knows the runtime, the programs the image must hold.
 fn check_image(report: &mut Report, settings: &Settings) {
     let config = &settings.config;
     if report.line("docker", docker_engine()).is_none()
@@ -204,7 +204,14 @@ fn check_image(report: &mut Report, settings: &Settings) {
         return;
     }
     report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
-    orchestrator_programs(report, &config.image_name);
+    let runtime = config.sandbox.runtime.as_deref();
+    if report
+        .line("runtime", sandbox::runtime_says(runtime))
+        .is_none()
+    {
+        return;
+    }
+    orchestrator_programs(report, &config.image_name, runtime);
     agent_programs(report, settings);
 }
 
@@ -216,8 +223,8 @@ fn docker_engine() -> Result<String> {
 
 /// What sandcastle runs in the image: one line when all is there, else one line per missing
 /// thing, with what needs it and the fix.
-fn orchestrator_programs(report: &mut Report, image: &str) {
-    match sandbox::image_lacks(image, &ORCHESTRATOR_PROGRAMS) {
+fn orchestrator_programs(report: &mut Report, image: &str, runtime: Option<&str>) {
+    match sandbox::image_lacks(image, runtime, &ORCHESTRATOR_PROGRAMS) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "programs",
@@ -272,7 +279,8 @@ fn agent_programs(report: &mut Report, settings: &Settings) {
         tools.push("tea");
     }
     let image = &settings.config.image_name;
-    match sandbox::image_lacks(image, &tools) {
+    let runtime = settings.config.sandbox.runtime.as_deref();
+    match sandbox::image_lacks(image, runtime, &tools) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "tools",

@@ -121,21 +121,25 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
     })
 }
 
-/// Checks everything a run needs before it changes anything: Docker answers, the image exists, the
-/// forge accepts the token. The checks, and the look-up of containers that runs killed outright
+/// Checks everything a run needs before it changes anything: Docker answers and knows the runtime,
+/// the image exists, the forge accepts the token. The checks, and the look-up of containers that runs killed outright
 /// left behind, are independent and run at once (start-up is on every run's clock); their errors
 /// come in that order.
 fn start(settings: Settings) -> Result<Context> {
     let (image, project) = (settings.config.image_name.clone(), settings.project.clone());
-    let (engine, image, dead, ctx) = std::thread::scope(|scope| {
-        let engine =
-            scope.spawn(|| sandbox::engine_is_local().and_then(|()| sandbox::engine_answers()));
+    let runtime = settings.config.sandbox.runtime.clone();
+    let (runtime, image, dead, ctx) = std::thread::scope(|scope| {
+        let engine = scope.spawn(|| {
+            sandbox::engine_is_local()
+                .and_then(|()| sandbox::engine_answers())
+                .and_then(|()| sandbox::runtime_says(runtime.as_deref()))
+        });
         let image = scope.spawn(|| sandbox::image_exists(&image));
         let dead = scope.spawn(|| sandbox::dead_runs(&project));
         let ctx = Context::new(settings);
         (joined(engine), joined(image), joined(dead), ctx)
     });
-    engine?;
+    let runtime = runtime?;
     image?;
     let ctx = ctx?;
     match dead.and_then(|dead| sandbox::remove_dead(&dead).map(|()| dead)) {
@@ -166,7 +170,7 @@ fn start(settings: Settings) -> Result<Context> {
         None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
     };
     ctx.progress.note(&format!(
-        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}; {}",
+        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}; {}; {runtime}",
         ctx.run_id,
         ctx.id,
         ctx.config.repo,

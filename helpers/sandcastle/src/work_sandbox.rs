@@ -165,6 +165,7 @@ impl<'a> WorkSandbox<'a> {
             relay: Relay {
                 socket_dir: proxy.dir(),
             },
+            runtime: limits.runtime.as_deref(),
         }
     }
 
