@@ -14,6 +14,7 @@ mod held_back;
 mod overlap;
 mod proxy;
 mod questions;
+mod runtime;
 mod spend;
 mod trust;
 
