@@ -16,6 +16,7 @@ use bollard::query_parameters::{
 use engine::Engine;
 pub use exec::{Exec, ExecSpec};
 use futures_util::StreamExt;
+pub use provider::{Created, DOCKER, DockerApi, Provider, provider};
 use std::collections::HashMap;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 mod engine;
 mod exec;
+mod provider;
 
 /// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
 /// host directory), and the agent's working directory.
@@ -58,8 +60,10 @@ const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_DOCKER_TIMEOUT";
 /// The most an exec's output may be (it runs in the agent's container): what the host reads whole.
 const MAX_DOCKER_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Limits and wiring from `[sandbox]` in the config.
+/// Limits and wiring from `[sandbox]` in the config, and where the sandbox runs.
 pub struct SandboxSpec<'a> {
+    /// What creates the sandbox and runs its execs ([`provider`]).
+    pub provider: &'static dyn Provider,
     pub image: &'a str,
     pub run_id: &'a str,
     /// The project directory, recorded as a label so a project's containers can be found.
@@ -104,6 +108,7 @@ pub struct TeaLogin<'a> {
 }
 
 pub struct Sandbox {
+    provider: &'static dyn Provider,
     id: String,
     env: Vec<(String, String)>,
     /// The loopback port the container's relay bound, as it said.
@@ -118,23 +123,9 @@ impl Sandbox {
     /// memory limits, the network, the run and project labels, and no variable, then runs
     /// `configure-tea` inside as the agent user when the project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
-        let (name, config) = container_config(spec)?;
-        let engine = engine()?;
-        let id = create_container(engine, Some(name), config, spec.runtime)?;
-        let started = {
-            let id = id.clone();
-            engine.call("docker start", |docker| async move {
-                docker.start_container(&id, None).await
-            })
-        };
-        let relay_port = match started.and_then(|()| relay_port::learn(engine, &id)) {
-            Ok(port) => port,
-            Err(error) => {
-                let _ = remove_containers(&[&id]);
-                return Err(error);
-            }
-        };
+        let Created { id, relay_port } = spec.provider.create(spec)?;
         let sandbox = Sandbox {
+            provider: spec.provider,
             sessions: Default::default(),
             id,
             env: spec.env.to_vec(),
@@ -161,7 +152,7 @@ impl Sandbox {
         };
         if let Err(error) = configured {
             // Best effort: the error that matters is the one above.
-            let _ = remove_containers(&[&sandbox.id]);
+            let _ = sandbox.provider.remove(&[&sandbox.id]);
             return Err(error);
         }
         Ok(sandbox)
@@ -196,7 +187,7 @@ impl Sandbox {
             env,
             argv,
         };
-        Exec::start(engine()?, &spec)
+        self.provider.exec(&spec)
     }
 
     /// Runs `argv` as [`Sandbox::exec_command`] does, stdin closed, to its end within the engine
@@ -304,25 +295,18 @@ impl Sandbox {
 
     /// Whether the container still runs: it stops when its main process, the relay, exits.
     pub fn running(&self) -> Result<bool> {
-        let id = self.id.clone();
-        let state = engine()?.call("docker container inspect", |docker| async move {
-            Ok(docker.inspect_container(&id, None).await?.state)
-        })?;
-        Ok(state.and_then(|s| s.running) == Some(true))
+        self.provider.running(&self.id)
     }
 
     /// Starts the container again after it stopped (its relay exited): its files are as they
     /// were, no process of the agent's runs, and an exec can take out what its checkout holds.
     pub fn restart(&self) -> Result<()> {
-        let id = self.id.clone();
-        engine()?.call("docker start", |docker| async move {
-            docker.start_container(&id, None).await
-        })
+        self.provider.restart(&self.id)
     }
 
     /// Removes the container, running or not.
     pub fn remove(self) -> Result<()> {
-        remove_containers(&[&self.id])
+        self.provider.remove(&[&self.id])
     }
 
     /// The login goes in for this one exec, in its request's body: `tea`'s config in the sandbox
@@ -374,6 +358,45 @@ fn engine() -> Result<&'static Engine> {
     }
     let engine = Engine::from_env(deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))?;
     Ok(ENGINE.get_or_init(|| engine))
+}
+
+/// Creates and starts the container of `spec` on the Docker engine, with no capability,
+/// `no-new-privileges`, the pids and memory limits, the network, the runtime, the run and project
+/// labels and no variable, and learns its relay's port; removes it when that fails.
+fn create_started(spec: &SandboxSpec) -> Result<Created> {
+    let (name, config) = container_config(spec)?;
+    let engine = engine()?;
+    let id = create_container(engine, Some(name), config, spec.runtime)?;
+    let started = {
+        let id = id.clone();
+        engine.call("docker start", |docker| async move {
+            docker.start_container(&id, None).await
+        })
+    };
+    match started.and_then(|()| relay_port::learn(engine, &id)) {
+        Ok(relay_port) => Ok(Created { id, relay_port }),
+        Err(error) => {
+            let _ = remove_containers(&[&id]);
+            Err(error)
+        }
+    }
+}
+
+/// Whether container `id` runs.
+fn running(id: &str) -> Result<bool> {
+    let id = id.to_string();
+    let state = engine()?.call("docker container inspect", |docker| async move {
+        Ok(docker.inspect_container(&id, None).await?.state)
+    })?;
+    Ok(state.and_then(|s| s.running) == Some(true))
+}
+
+/// Starts container `id` again.
+fn restart(id: &str) -> Result<()> {
+    let id = id.to_string();
+    engine()?.call("docker start", |docker| async move {
+        docker.start_container(&id, None).await
+    })
 }
 
 /// `sandcastle.run`, `sandcastle.project` and `sandcastle.host` for a container or volume of `run_id`.
@@ -487,7 +510,7 @@ pub fn container_name(run_id: &str, key: &str) -> String {
 /// Creates the Docker volume `name`, empty, labelled like a container of the run, so that removing
 /// the run's leftovers removes it too. `docker volume create` would reuse a volume of that name: one
 /// a broken gate or warm-up left goes first.
-pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
+pub(crate) fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
     remove_volumes(&[name])?;
     let request = VolumeCreateRequest {
         name: Some(name.to_string()),
@@ -528,7 +551,7 @@ fn create_container(
 /// Which OCI runtime sandboxes run under, for the start line and `doctor`: `runtime` (`[sandbox]
 /// runtime`) when the engine knows it, else the engine's default. A name the engine does not know
 /// is an error naming the key and the `daemon.json` fix.
-pub fn runtime_says(runtime: Option<&str>) -> Result<String> {
+pub(crate) fn runtime_says(runtime: Option<&str>) -> Result<String> {
     let info = engine()?.call("docker info", |docker| async move { docker.info().await })?;
     let default = info.default_runtime.unwrap_or_else(|| "runc".into());
     let Some(name) = runtime else {
@@ -565,12 +588,12 @@ fn creating<T>(what: &str, create: impl FnOnce() -> Result<T>) -> Result<T> {
 /// No container or volume is created by this process from now on, and none is being created
 /// when this returns: a stop calls it before it removes the run's (`remove_run`), so the removal
 /// sees every one the run will ever have. Waits at most for one Engine API call's bound.
-pub fn stop_creating() {
+pub(crate) fn stop_creating() {
     *CREATING.write().unwrap_or_else(|e| e.into_inner()) = false;
 }
 
 /// Removes the volumes, in use or not: a volume already gone is no error.
-pub fn remove_volumes(names: &[&str]) -> Result<()> {
+pub(crate) fn remove_volumes(names: &[&str]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
@@ -610,7 +633,7 @@ pub struct DeadContainer {
 /// start-up checks. A run is alive while its process is (the run id ends in its pid); containers of
 /// other hosts, of other projects, of live runs, and those without the labels to tell, are left
 /// alone.
-pub fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
+pub(crate) fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
     let filter = label_filter(&format!("{PROJECT_LABEL}={}", project.display()));
     let (containers, volumes) = listed(filter, "docker ps")?;
     let host = host_name();
@@ -672,7 +695,7 @@ fn listed(
 }
 
 /// Removes the containers [`dead_runs`] found, then their volumes.
-pub fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
+pub(crate) fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
     let (volumes, containers): (Vec<&DeadContainer>, Vec<&DeadContainer>) =
         dead.iter().partition(|c| c.volume);
     let containers: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
@@ -695,7 +718,7 @@ pub fn run_is_dead(run_id: &str) -> bool {
 }
 
 /// Removes every container labelled with this run id, then every volume.
-pub fn remove_run(run_id: &str) -> Result<()> {
+pub(crate) fn remove_run(run_id: &str) -> Result<()> {
     let (containers, volumes) =
         listed(label_filter(&format!("{RUN_LABEL}={run_id}")), "docker ps")?;
     let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
@@ -734,7 +757,7 @@ fn remove_containers(ids: &[&str]) -> Result<()> {
 }
 
 /// The engine answers; the error names where it was looked for and the fix.
-pub fn engine_answers() -> Result<()> {
+pub(crate) fn engine_answers() -> Result<()> {
     engine()
         .and_then(|engine| {
             engine.call(
@@ -743,18 +766,6 @@ pub fn engine_answers() -> Result<()> {
             )
         })
         .map(drop)
-}
-
-/// The engine runs on this host, where it can mount the proxy's socket directory: its endpoint
-/// (`DOCKER_HOST`, else the current context) is a Unix socket, or TCP on loopback. A remote engine
-/// (`tcp://` elsewhere, `ssh://`) is refused with the reason.
-pub fn engine_is_local() -> Result<()> {
-    engine().map(drop)
-}
-
-/// Where the engine is (`unix:///var/run/docker.sock`), once [`engine_is_local`] holds.
-pub fn engine_host() -> Result<String> {
-    engine().map(|engine| engine.host().to_string())
 }
 
 /// What a sandbox on `network` can reach, for the start line and `doctor`.
@@ -771,7 +782,7 @@ pub fn network_says(network: sandcastle_config::Network) -> String {
 
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 /// Meaningful only where the engine answers ([`engine_answers`]).
-pub fn image_exists(image: &str) -> Result<()> {
+pub(crate) fn image_exists(image: &str) -> Result<()> {
     let name = image.to_string();
     let found = engine().and_then(|engine| {
         engine.call("docker image inspect", |docker| async move {
@@ -800,7 +811,11 @@ pub enum Lack {
 /// What the image lacks of the agent user, a shell and `programs` (checked in a throwaway
 /// container without a network, under `runtime` as every sandbox, as the agent user when there
 /// is one).
-pub fn image_lacks(image: &str, runtime: Option<&str>, programs: &[&str]) -> Result<Vec<Lack>> {
+pub(crate) fn image_lacks(
+    image: &str,
+    runtime: Option<&str>,
+    programs: &[&str],
+) -> Result<Vec<Lack>> {
     let script = programs
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
@@ -917,6 +932,7 @@ mod tests {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
             },
             runtime: None,
+            provider: provider(),
         }
     }
 

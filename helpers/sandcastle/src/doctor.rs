@@ -197,7 +197,9 @@ fn check_image(report: &mut Report, settings: &Settings) {
         || report
             .line(
                 "image",
-                sandbox::image_exists(&config.image_name).map(|()| config.image_name.clone()),
+                sandbox::provider()
+                    .image_exists(&config.image_name)
+                    .map(|()| config.image_name.clone()),
             )
             .is_none()
     {
@@ -206,7 +208,7 @@ fn check_image(report: &mut Report, settings: &Settings) {
     report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
     let runtime = config.sandbox.runtime.as_deref();
     if report
-        .line("runtime", sandbox::runtime_says(runtime))
+        .line("runtime", sandbox::provider().runtime_says(runtime))
         .is_none()
     {
         return;
@@ -217,14 +219,16 @@ fn check_image(report: &mut Report, settings: &Settings) {
 
 /// The engine's socket (or loopback port) is this host's and the engine answers on it.
 fn docker_engine() -> Result<String> {
-    let host = sandbox::engine_host()?;
-    sandbox::engine_answers().map(|()| format!("the engine at {host} answers"))
+    let host = sandbox::provider().endpoint()?;
+    sandbox::provider()
+        .answers()
+        .map(|()| format!("the engine at {host} answers"))
 }
 
 /// What sandcastle runs in the image: one line when all is there, else one line per missing
 /// thing, with what needs it and the fix.
 fn orchestrator_programs(report: &mut Report, image: &str, runtime: Option<&str>) {
-    match sandbox::image_lacks(image, runtime, &ORCHESTRATOR_PROGRAMS) {
+    match sandbox::provider().image_lacks(image, runtime, &ORCHESTRATOR_PROGRAMS) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "programs",
@@ -280,7 +284,7 @@ fn agent_programs(report: &mut Report, settings: &Settings) {
     }
     let image = &settings.config.image_name;
     let runtime = settings.config.sandbox.runtime.as_deref();
-    match sandbox::image_lacks(image, runtime, &tools) {
+    match sandbox::provider().image_lacks(image, runtime, &tools) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "tools",

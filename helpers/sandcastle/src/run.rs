@@ -128,21 +128,23 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
 fn start(settings: Settings) -> Result<Context> {
     let (image, project) = (settings.config.image_name.clone(), settings.project.clone());
     let runtime = settings.config.sandbox.runtime.clone();
+    let sandboxes = sandbox::provider();
     let (runtime, image, dead, ctx) = std::thread::scope(|scope| {
         let engine = scope.spawn(|| {
-            sandbox::engine_is_local()
-                .and_then(|()| sandbox::engine_answers())
-                .and_then(|()| sandbox::runtime_says(runtime.as_deref()))
+            sandboxes
+                .endpoint()
+                .and_then(|_| sandboxes.answers())
+                .and_then(|()| sandboxes.runtime_says(runtime.as_deref()))
         });
-        let image = scope.spawn(|| sandbox::image_exists(&image));
-        let dead = scope.spawn(|| sandbox::dead_runs(&project));
+        let image = scope.spawn(|| sandboxes.image_exists(&image));
+        let dead = scope.spawn(|| sandboxes.dead_runs(&project));
         let ctx = Context::new(settings);
         (joined(engine), joined(image), joined(dead), ctx)
     });
     let runtime = runtime?;
     image?;
     let ctx = ctx?;
-    match dead.and_then(|dead| sandbox::remove_dead(&dead).map(|()| dead)) {
+    match dead.and_then(|dead| sandboxes.remove_dead(&dead).map(|()| dead)) {
         Ok(dead) if !dead.is_empty() => {
             let names: Vec<&str> = dead.iter().map(|c| c.name.as_str()).collect();
             ctx.progress.note(&format!(
@@ -233,8 +235,8 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
             ctx.handlers.stop();
             // No container is made after the removal below looks: a gate or a warm-up on
             // another thread may be creating one right now.
-            sandbox::stop_creating();
-            if let Err(e) = sandbox::remove_run(&ctx.run_id) {
+            sandbox::provider().stop_creating();
+            if let Err(e) = sandbox::provider().remove_run(&ctx.run_id) {
                 ctx.progress
                     .note(&format!("could not remove every container: {e:#}"));
             }

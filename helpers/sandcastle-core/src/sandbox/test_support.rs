@@ -86,6 +86,7 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
             socket_dir: run.proxy_dir.path(),
         },
         runtime: None,
+        provider: provider(),
     }
 }
 
