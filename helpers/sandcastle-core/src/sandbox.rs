@@ -1,6 +1,6 @@
-//! Docker sandboxes through the Docker Engine API (`engine.rs`: `DOCKER_HOST` and contexts work,
-//! as with the `docker` CLI, which sandcastle does not need). Each exec is an [`Exec`] with the
-//! shape of a spawned process (`exec.rs`).
+//! Sandboxes, reached through a [`Provider`] (`provider.rs`); here, the Docker Engine API's
+//! (`engine.rs`: `DOCKER_HOST` and contexts work, as with the `docker` CLI, which sandcastle does
+//! not need). Each exec is an [`Exec`] with the shape of a spawned process (`exec.rs`).
 //!
 //! Secrets never appear in an argument: a variable's value goes in the body of the one exec request
 //! that needs it, and the container itself is created without any.
