@@ -124,7 +124,7 @@ fn every_container_of_a_run_gates_included_runs_under_the_runtime_named() {
 }
 
 #[test]
-fn doctor_says_the_runtime_and_one_line_for_a_name_the_engine_does_not_know() {
+fn doctor_says_the_runtime_and_a_name_the_engine_does_not_know_is_one_line_that_stops_a_run() {
     let Some(_docker) = docker_or_skip() else {
         return;
     };
@@ -175,6 +175,16 @@ fn doctor_says_the_runtime_and_one_line_for_a_name_the_engine_does_not_know() {
             .lines()
             .any(|l| l.split_whitespace().nth(1) == Some("programs")),
         "no probe under a runtime the engine refuses: {unknown}"
+    );
+
+    // A run stops at its start with the same line, before any container is made.
+    h.create_issue("Add greeting", "Write greeting.txt.", &["ready-for-agent"]);
+    let run = h.sandcastle(&["run", "--once"]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("does not know the runtime \"sandcastle-no-such-runtime\""),
+        "{stderr}"
     );
     assert!(h.containers().is_empty(), "{:?}", h.containers());
 }
