@@ -1063,3 +1063,6 @@ mod docker_tests;
 
 #[cfg(test)]
 mod runtime_tests;
+
+#[cfg(test)]
+mod provider_tests;
