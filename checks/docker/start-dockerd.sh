@@ -12,6 +12,11 @@ wait_seconds="${DOCKERD_WAIT_SECONDS:-60}"
 daemon_json="${DOCKERD_CONFIG:-/etc/docker/daemon.json}"
 test_runtime=sandcastle-test-runc
 
+if ! command -v jq >/dev/null 2>&1; then
+    echo "start-dockerd: jq not found (it edits daemon.json); install it first: apt-get install -y jq" >&2
+    exit 1
+fi
+
 has_test_runtime() {
     docker info --format '{{json .Runtimes}}' 2>/dev/null | jq -e --arg r "$test_runtime" 'has($r)' >/dev/null
 }
@@ -29,7 +34,11 @@ if docker info >/dev/null 2>&1; then
     echo "start-dockerd: Docker engine already answers"
     if ! has_test_runtime; then
         register_test_runtime
-        pid=$(cat /var/run/docker.pid)
+        pid=$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd || true)
+        if [ -z "$pid" ]; then
+            echo "start-dockerd: the engine that answers is not a dockerd of this machine; register the runtime $test_runtime (path runc) in its configuration by hand" >&2
+            exit 1
+        fi
         echo "start-dockerd: registering the runtime $test_runtime (reloading dockerd pid $pid)"
         kill -HUP "$pid"
         for ((i = 0; i < wait_seconds; i++)); do
