@@ -1,7 +1,7 @@
 //! `[sandbox] runtime` on the real engine: every container of a run (the agents', the warm-up's and
 //! the gate's) is created under the runtime named, the start line and `doctor` say which, and a name
 //! the engine does not know, or an engine that cannot be reached, is `doctor`'s one line with the fix.
-use super::harness::{Harness, docker_or_skip};
+use super::harness::{Harness, docker_or_skip, sigterm};
 use super::{COMPLETE, commit, reviewer};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -91,7 +91,13 @@ fn every_container_of_a_run_gates_included_runs_under_the_runtime_named() {
         if let Some(status) = run.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the run did not end: {seen:?}");
+        if Instant::now() >= deadline {
+            // A stopped run removes its containers.
+            sigterm(&run);
+            let _ = run.wait();
+            let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
+            panic!("the run did not end: {seen:?}\n{stderr}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     };
     let stderr = std::fs::read_to_string(log.path()).unwrap();
