@@ -963,7 +963,7 @@ def runsc(image, runtime):
     runtimes = json.loads(sh("docker", "info", "--format", "{{json .Runtimes}}"))
     if runtime not in runtimes:
         die(f'the engine does not know the runtime {runtime}: apt-get install runsc, add '
-            f'{{"runtimes": {{"{runtime}": {{"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}}}} '
+            f'{{"runtimes": {{"{runtime}": {{"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}}}}}} '
             'to /etc/docker/daemon.json (merged with what is there), and reload dockerd '
             '(systemctl reload docker, or SIGHUP)')
     version = sh("runsc", "--version", check=False).splitlines()[:1] or ["unknown"]
