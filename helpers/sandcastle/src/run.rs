@@ -122,19 +122,19 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
 }
 
 /// Checks everything a run needs before it changes anything: Docker answers and knows the runtime,
-/// the image exists, the forge accepts the token. The checks, and the look-up of containers that runs killed outright
-/// left behind, are independent and run at once (start-up is on every run's clock); their errors
-/// come in that order.
+/// the image exists, the forge accepts the token. The checks, and the look-up of containers that
+/// runs killed outright left behind, are independent and run at once (start-up is on every run's
+/// clock); their errors come in that order.
 fn start(settings: Settings) -> Result<Context> {
     let (image, project) = (settings.config.image_name.clone(), settings.project.clone());
-    let runtime = settings.config.sandbox.runtime.clone();
+    let named_runtime = settings.config.sandbox.runtime.clone();
     let sandboxes = sandbox::provider();
     let (runtime, image, dead, ctx) = std::thread::scope(|scope| {
         let engine = scope.spawn(|| {
             sandboxes
                 .endpoint()
                 .and_then(|_| sandboxes.answers())
-                .and_then(|()| sandboxes.runtime_says(runtime.as_deref()))
+                .and_then(|()| sandboxes.runtime_says(named_runtime.as_deref()))
         });
         let image = scope.spawn(|| sandboxes.image_exists(&image));
         let dead = scope.spawn(|| sandboxes.dead_runs(&project));
