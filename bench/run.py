@@ -951,6 +951,44 @@ def fmt_opt(x, digits=2):
     return f"{x:.{digits}f}" if x is not None else "—"
 
 
+# How long one container under runsc may take to run `uname -r` before it counts as hung.
+RUNSC_TIMEOUT = 60
+
+
+def runsc(image, runtime):
+    """Issue 32: one container of `image` under gVisor's runsc (registered as `runtime`) through
+    Docker, bounded in time and removed whatever happened, with the kernel it ran on. The engine
+    must know the runtime (a manual step: it changes the engine's configuration, which a benchmark
+    should not)."""
+    runtimes = json.loads(sh("docker", "info", "--format", "{{json .Runtimes}}"))
+    if runtime not in runtimes:
+        die(f'the engine does not know the runtime {runtime}: apt-get install runsc, add '
+            f'{{"runtimes": {{"{runtime}": {{"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}}}}}} '
+            'to /etc/docker/daemon.json (merged with what is there), and reload dockerd '
+            '(systemctl reload docker, or SIGHUP)')
+    version = sh("runsc", "--version", check=False).splitlines()[:1] or ["unknown"]
+    name = f"sandcastle-bench-runsc-{os.getpid()}"
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            ["docker", "run", "--pull", "never", "--name", name, "--runtime", runtime, "--network", "none",
+             "--entrypoint", "uname", image, "-r"],
+            capture_output=True, text=True, timeout=RUNSC_TIMEOUT)
+        said = (done.stdout.strip() or done.stderr.strip()).splitlines()[:1] or ["nothing"]
+        outcome = (f"{'ran' if done.returncode == 0 else f'failed ({done.returncode})'} in "
+                   f"{time.monotonic() - started:.1f} s; it said: {said[0]}")
+    except subprocess.TimeoutExpired:
+        outcome = f"hung: no exit within {RUNSC_TIMEOUT} s"
+    finally:
+        try:
+            removed = subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=120)
+            left = "" if removed.returncode == 0 else f" (docker rm -f: {removed.stderr.decode().strip()})"
+        except subprocess.TimeoutExpired:
+            left = f" (docker rm -f {name} did not return within 120 s: remove it by hand)"
+    print(f"bench: {runtime}, runsc ({version[0]}) with {runtimes[runtime].get('runtimeArgs', [])}, under Docker ({sh('docker', 'version', '--format', '{{.Server.Version}}').strip()})"
+          f" on Linux {platform.release()}: {outcome}{left}", flush=True)
+
+
 def versions():
     def first(*argv):
         try:
@@ -995,6 +1033,9 @@ def main():
                              "written to HOSTS.md and hosts.json")
     parser.add_argument("--gate", action="store_true",
                         help="only the gate's cost, cold and warm build cache, written to gate.json")
+    parser.add_argument("--runsc", nargs="?", const="runsc", metavar="RUNTIME",
+                        help="only one container under gVisor's runsc, as the engine knows it "
+                             "(default name runsc), bounded and removed; prints the result and the kernel")
     parser.add_argument("--out", type=Path, default=BENCH,
                         help="where RESULTS.md and results.json go (default bench/)")
     args = parser.parse_args()
@@ -1006,6 +1047,8 @@ def main():
 
     if not shutil.which("docker"):
         die("docker not found; install Docker's client and start the engine (checks/docker/start-dockerd.sh)")
+    if args.runsc:
+        return runsc(BASE_IMAGE, args.runsc)
     if not shutil.which("node") or not shutil.which("npm"):
         die("node and npm not found; apt-get install nodejs npm")
     print("bench: cargo build --release --workspace --bins", flush=True)

@@ -29,6 +29,7 @@ pub(crate) fn sandbox() -> Sandbox {
         mounts: Vec::new(),
         turn_timeout: Duration::from_secs(60 * 60),
         egress: Vec::new(),
+        runtime: None,
     }
 }
 

@@ -226,6 +226,8 @@ pub struct Sandbox {
     /// The hosts a sandbox may reach through sandcastle's proxy (`HTTPS_PROXY`/`HTTP_PROXY`);
     /// default none.
     pub egress: Vec<Egress>,
+    /// `docker run --runtime` for every sandbox; default none: the engine's default runtime.
+    pub runtime: Option<String>,
 }
 
 /// One `[sandbox] egress` entry: a host name (or IP address), or `*.suffix` for every name under

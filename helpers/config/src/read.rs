@@ -82,6 +82,8 @@ pub(crate) const KEYS: &[Key] = &[
         "the longest an agent turn, or one gate step, may run, output or not; it is then stopped and fails with one line saying so"),
     key("sandbox",   "egress",               "[\"index.crates.io\", \"*.example.com:8443\"]", Same("[]"),    As::Egress(|c, v| c.sandbox.egress = v),
         "the hosts a sandbox may reach through the proxy (`HTTPS_PROXY`/`HTTP_PROXY`); without a port, 443 and 80. With a `FORGEJO_AGENT_TOKEN`, `tea` reaches the forge as `http://forge.sandcastle.invalid`, whatever this says; the Rust template allows `index.crates.io` and `static.crates.io`. See [egress](network.md#egress)"),
+    key("sandbox",   "runtime",              "\"runsc\"",               Otherwise("the engine's default"),    As::Runtime(|c, v| c.sandbox.runtime = Some(v)),
+        "`docker run --runtime`: the OCI runtime every sandbox runs under, gates and warm-ups included; `\"runsc\"` is gVisor, a user-space kernel between the agent and the host's (it does not run sandcastle's turns yet). The engine must know it (`runtimes` in `/etc/docker/daemon.json`); the start line and `doctor` say which runtime sandboxes use. See [gVisor](security.md#gvisor-a-kernel-of-its-own)"),
     key("budget",    "maxCostPerIssue",      "5.0",                     Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_issue = Some(v)),
         "what the model proxy metered from the API's own answers: checked before every agent turn (a piece of work that has cost this much stops with one comment, like work given up), and by the proxy before every model request (past it, the request gets an error Claude Code shows, which ends the turn)"),
     key("budget",    "maxCostPerRun",        "50",                      Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_run = Some(v)),
@@ -208,6 +210,7 @@ pub(crate) enum As {
     Memory(fn(&mut Config, String)),
     Mounts(fn(&mut Config, Vec<String>)),
     Egress(fn(&mut Config, Vec<Egress>)),
+    Runtime(fn(&mut Config, String)),
 }
 
 impl As {
@@ -231,6 +234,7 @@ impl As {
             As::Egress(_) => {
                 "list of host names or `\"*.suffix\"`, each with an optional `\":port\"`"
             }
+            As::Runtime(_) => "runtime name (letters, digits, `_`, `.`, `-`)",
         }
     }
 }
@@ -362,6 +366,7 @@ impl Key {
             As::Memory(set) => store(config, set, table.memory(key, example)?),
             As::Mounts(set) => store(config, set, table.mounts(key, example)?),
             As::Egress(set) => store(config, set, table.egress(key, example)?),
+            As::Runtime(set) => store(config, set, table.runtime(key, example)?),
         }
         Ok(())
     }
@@ -689,6 +694,29 @@ impl<'a> Section<'a> {
                 ),
             )),
         }
+    }
+
+    /// An OCI runtime's name as the engine's `runtimes` know it: `[A-Za-z0-9_.-]+`.
+    fn runtime(&self, key: &str, example: &str) -> Result<Option<String>, ConfigError> {
+        let Some((name, span)) = self.string_at(key, example)? else {
+            return Ok(None);
+        };
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !valid {
+            return Err(self.source.error(
+                span,
+                format!(
+                    "`{}` \"{}\" is not a runtime name (letters, digits, `_`, `.`, `-`); name one the engine knows, e.g. {}",
+                    self.qualified(key),
+                    name.escape_debug(),
+                    self.assignment(key, example)
+                ),
+            ));
+        }
+        Ok(Some(name))
     }
 
     fn handlers(&self, key: &str, example: &str) -> Result<Option<Vec<Handler>>, ConfigError> {

@@ -70,7 +70,7 @@ fn defaults() -> Value {
                 ["cargo", "fmt"],
             ],
         },
-        "sandbox": { "network": "none", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h", "egress": [] },
+        "sandbox": { "network": "none", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h", "egress": [], "runtime": null },
         "review": { "enabled": true, "rounds": 2 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
@@ -123,6 +123,7 @@ pidsLimit = 64
 mounts = ["/srv/cache:/cache", "relative/dir:/data"]
 turnTimeout = "45m"
 egress = ["index.crates.io", "*.Example.com:8443"]
+runtime = "runsc"
 
 [review]
 enabled = false
@@ -181,6 +182,7 @@ allowWorkflowChanges = true
                     { "host": "index.crates.io", "port": null },
                     { "host": "*.example.com", "port": 8443 },
                 ],
+                "runtime": "runsc",
             },
             "review": { "enabled": false, "rounds": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
@@ -535,6 +537,17 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\negress = [\"x.org:0\"]\n",
             "4:11: `sandbox.egress` entry \"x.org:0\" is not a host name, `*.suffix` or either with `:port`; \
              write e.g. `egress = [\"index.crates.io\", \"*.example.com:8443\"]` in [sandbox]",
+        ),
+        // The sandbox's runtime: a name, never a path or an option.
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nruntime = \"/usr/bin/runsc\"\n",
+            "4:11: `sandbox.runtime` \"/usr/bin/runsc\" is not a runtime name (letters, digits, `_`, `.`, `-`); \
+             name one the engine knows, e.g. `runtime = \"runsc\"` in [sandbox]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[sandbox]\nruntime = \"\"\n",
+            "4:11: `sandbox.runtime` \"\" is not a runtime name (letters, digits, `_`, `.`, `-`); \
+             name one the engine knows, e.g. `runtime = \"runsc\"` in [sandbox]",
         ),
         // Question handlers.
         (

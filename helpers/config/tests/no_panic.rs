@@ -23,6 +23,7 @@ const KEYS: &[&str] = &[
     "pidsLimit",
     "mounts",
     "turnTimeout",
+    "runtime",
 ];
 
 fn check(text: &str) {

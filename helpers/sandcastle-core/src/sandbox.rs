@@ -1,6 +1,6 @@
-//! Docker sandboxes through the Docker Engine API (`engine.rs`: `DOCKER_HOST` and contexts work,
-//! as with the `docker` CLI, which sandcastle does not need). Each exec is an [`Exec`] with the
-//! shape of a spawned process (`exec.rs`).
+//! Sandboxes, reached through a [`Provider`] (`provider.rs`); here, the Docker Engine API's
+//! (`engine.rs`: `DOCKER_HOST` and contexts work, as with the `docker` CLI, which sandcastle does
+//! not need). Each exec is an [`Exec`] with the shape of a spawned process (`exec.rs`).
 //!
 //! Secrets never appear in an argument: a variable's value goes in the body of the one exec request
 //! that needs it, and the container itself is created without any.
@@ -14,9 +14,10 @@ use bollard::query_parameters::{
     RemoveContainerOptions, RemoveVolumeOptions,
 };
 use engine::Engine;
-pub use engines::{EngineKind, EngineLack};
+use engines::{EngineKind, EngineLack};
 pub use exec::{Exec, ExecSpec};
 use futures_util::StreamExt;
+pub use provider::{Created, DOCKER, DockerApi, Provider, provider};
 use std::collections::HashMap;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -25,6 +26,7 @@ use std::time::Duration;
 mod engine;
 mod engines;
 mod exec;
+mod provider;
 
 /// Where the agent's checkout lives inside every sandbox (in the container's own filesystem, never a
 /// host directory), and the agent's working directory.
@@ -60,8 +62,10 @@ const TIMEOUT_VAR: &str = "SANDCASTLE_TEST_DOCKER_TIMEOUT";
 /// The most an exec's output may be (it runs in the agent's container): what the host reads whole.
 const MAX_DOCKER_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Limits and wiring from `[sandbox]` in the config.
+/// Limits and wiring from `[sandbox]` in the config, and where the sandbox runs.
 pub struct SandboxSpec<'a> {
+    /// What creates the sandbox and runs its execs ([`provider`]).
+    pub provider: &'static dyn Provider,
     pub image: &'a str,
     pub run_id: &'a str,
     /// The project directory, recorded as a label so a project's containers can be found.
@@ -86,6 +90,9 @@ pub struct SandboxSpec<'a> {
     pub read_only_volume: Option<(&'a str, &'a str)>,
     /// The container's main process: the relay to the work's model proxy socket.
     pub relay: Relay<'a>,
+    /// The OCI runtime the container runs under (`[sandbox] runtime`); the engine's default when
+    /// `None`.
+    pub runtime: Option<&'a str>,
 }
 
 /// The work's end of the host's model proxy (`proxy.rs`): the host directory holding its socket,
@@ -103,6 +110,7 @@ pub struct TeaLogin<'a> {
 }
 
 pub struct Sandbox {
+    provider: &'static dyn Provider,
     id: String,
     env: Vec<(String, String)>,
     /// The loopback port the container's relay bound, as it said.
@@ -118,35 +126,9 @@ impl Sandbox {
     /// project labels, and no variable, then runs `configure-tea` inside as the agent user when the
     /// project gives sandboxes a forge login.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
-        let (name, config) = container_config(spec)?;
-        let wanted = config.host_config.clone().unwrap_or_default();
-        let engine = engine()?;
-        let id = creating("container", || {
-            engine.call("docker create", |docker| async move {
-                let options = CreateContainerOptions {
-                    name: Some(name),
-                    ..Default::default()
-                };
-                Ok(docker.create_container(Some(options), config).await?.id)
-            })
-        })
-        .map_err(with_fix)?;
-        let started = limits_held(engine, &id, &wanted).and_then(|()| {
-            let id = id.clone();
-            engine
-                .call("docker start", |docker| async move {
-                    docker.start_container(&id, None).await
-                })
-                .map_err(with_fix)
-        });
-        let relay_port = match started.and_then(|()| relay_port::learn(engine, &id)) {
-            Ok(port) => port,
-            Err(error) => {
-                let _ = remove_containers(&[&id]);
-                return Err(error);
-            }
-        };
+        let Created { id, relay_port } = spec.provider.create(spec)?;
         let sandbox = Sandbox {
+            provider: spec.provider,
             sessions: Default::default(),
             id,
             env: spec.env.to_vec(),
@@ -173,7 +155,7 @@ impl Sandbox {
         };
         if let Err(error) = configured {
             // Best effort: the error that matters is the one above.
-            let _ = remove_containers(&[&sandbox.id]);
+            let _ = sandbox.provider.remove(&[&sandbox.id]);
             return Err(error);
         }
         Ok(sandbox)
@@ -208,7 +190,7 @@ impl Sandbox {
             env,
             argv,
         };
-        Exec::start(engine()?, &spec)
+        self.provider.exec(&spec)
     }
 
     /// Runs `argv` as [`Sandbox::exec_command`] does, stdin closed, to its end within the engine
@@ -316,25 +298,18 @@ impl Sandbox {
 
     /// Whether the container still runs: it stops when its main process, the relay, exits.
     pub fn running(&self) -> Result<bool> {
-        let id = self.id.clone();
-        let state = engine()?.call("docker container inspect", |docker| async move {
-            Ok(docker.inspect_container(&id, None).await?.state)
-        })?;
-        Ok(state.and_then(|s| s.running) == Some(true))
+        self.provider.running(&self.id)
     }
 
     /// Starts the container again after it stopped (its relay exited): its files are as they
     /// were, no process of the agent's runs, and an exec can take out what its checkout holds.
     pub fn restart(&self) -> Result<()> {
-        let id = self.id.clone();
-        engine()?.call("docker start", |docker| async move {
-            docker.start_container(&id, None).await
-        })
+        self.provider.restart(&self.id)
     }
 
     /// Removes the container, running or not.
     pub fn remove(self) -> Result<()> {
-        remove_containers(&[&self.id])
+        self.provider.remove(&[&self.id])
     }
 
     /// The login goes in for this one exec, in its request's body: `tea`'s config in the sandbox
@@ -386,6 +361,49 @@ fn engine() -> Result<&'static Engine> {
     }
     let engine = Engine::from_env(deadline::bound(TIMEOUT_VAR, DOCKER_TIMEOUT))?;
     Ok(ENGINE.get_or_init(|| engine))
+}
+
+/// Creates and starts the container of `spec` on the Docker engine, with no capability,
+/// `no-new-privileges`, the pids and memory limits (started only once the engine says it holds
+/// them), the network, the runtime, the run and project labels and no variable, and learns its
+/// relay's port; removes it when that fails.
+fn create_started(spec: &SandboxSpec) -> Result<Created> {
+    let (name, config) = container_config(spec)?;
+    let wanted = config.host_config.clone().unwrap_or_default();
+    let engine = engine()?;
+    let id = create_container(engine, Some(name), config, spec.runtime).map_err(with_fix)?;
+    let started = limits_held(engine, &id, &wanted).and_then(|()| {
+        let id = id.clone();
+        engine
+            .call("docker start", |docker| async move {
+                docker.start_container(&id, None).await
+            })
+            .map_err(with_fix)
+    });
+    match started.and_then(|()| relay_port::learn(engine, &id)) {
+        Ok(relay_port) => Ok(Created { id, relay_port }),
+        Err(error) => {
+            let _ = remove_containers(&[&id]);
+            Err(error)
+        }
+    }
+}
+
+/// Whether container `id` runs.
+fn running(id: &str) -> Result<bool> {
+    let id = id.to_string();
+    let state = engine()?.call("docker container inspect", |docker| async move {
+        Ok(docker.inspect_container(&id, None).await?.state)
+    })?;
+    Ok(state.and_then(|s| s.running) == Some(true))
+}
+
+/// Starts container `id` again.
+fn restart(id: &str) -> Result<()> {
+    let id = id.to_string();
+    engine()?.call("docker start", |docker| async move {
+        docker.start_container(&id, None).await
+    })
 }
 
 /// `sandcastle.run`, `sandcastle.project` and `sandcastle.host` for a container or volume of `run_id`.
@@ -499,7 +517,7 @@ pub fn container_name(run_id: &str, key: &str) -> String {
 /// Creates the Docker volume `name`, empty, labelled like a container of the run, so that removing
 /// the run's leftovers removes it too. `docker volume create` would reuse a volume of that name: one
 /// a broken gate or warm-up left goes first.
-pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
+pub(crate) fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
     remove_volumes(&[name])?;
     let request = VolumeCreateRequest {
         name: Some(name.to_string()),
@@ -513,6 +531,52 @@ pub fn create_volume(name: &str, run_id: &str, project: &Path) -> Result<()> {
         })
     })
     .map(drop)
+}
+
+/// Creates a container of `config`, named `name` or by the engine, under `runtime` (the engine's
+/// default when `None`), unless creating has stopped. Every container sandcastle makes is created
+/// here, so `[sandbox] runtime` covers them all: the turns', the gates', the warm-ups' and the
+/// image's probe.
+fn create_container(
+    engine: &Engine,
+    name: Option<String>,
+    mut config: ContainerCreateBody,
+    runtime: Option<&str>,
+) -> Result<String> {
+    config.host_config.get_or_insert_default().runtime = runtime.map(str::to_string);
+    creating("container", || {
+        engine.call("docker create", |docker| async move {
+            let options = name.map(|name| CreateContainerOptions {
+                name: Some(name),
+                ..Default::default()
+            });
+            Ok(docker.create_container(options, config).await?.id)
+        })
+    })
+}
+
+/// Which OCI runtime sandboxes run under, for the start line and `doctor`: `runtime` (`[sandbox]
+/// runtime`) when the engine knows it, else the engine's default. A name the engine does not know
+/// is an error naming the key and the `daemon.json` fix.
+pub(crate) fn runtime_says(runtime: Option<&str>) -> Result<String> {
+    let info = engine()?.call("docker info", |docker| async move { docker.info().await })?;
+    let default = info.default_runtime.unwrap_or_else(|| "runc".into());
+    let Some(name) = runtime else {
+        return Ok(format!(
+            "sandboxes run under {default}, the engine's default runtime"
+        ));
+    };
+    let mut known: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
+    if known.iter().any(|known| known == name) {
+        return Ok(format!("sandboxes run under {name} ([sandbox] runtime)"));
+    }
+    known.sort();
+    bail!(
+        "the Docker engine does not know the runtime \"{name}\" of [sandbox] runtime (it knows {}): \
+         add it to /etc/docker/daemon.json, e.g. {{\"runtimes\": {{\"{name}\": {{\"path\": \"/usr/bin/{name}\"}}}}}}, \
+         and reload the engine (`systemctl reload docker`), or change [sandbox] runtime in .sandcastle/config.toml",
+        known.join(", ")
+    )
 }
 
 /// Whether this process still creates containers and volumes; [`stop_creating`] closes it.
@@ -531,12 +595,12 @@ fn creating<T>(what: &str, create: impl FnOnce() -> Result<T>) -> Result<T> {
 /// No container or volume is created by this process from now on, and none is being created
 /// when this returns: a stop calls it before it removes the run's (`remove_run`), so the removal
 /// sees every one the run will ever have. Waits at most for one Engine API call's bound.
-pub fn stop_creating() {
+pub(crate) fn stop_creating() {
     *CREATING.write().unwrap_or_else(|e| e.into_inner()) = false;
 }
 
 /// Removes the volumes, in use or not: a volume already gone is no error.
-pub fn remove_volumes(names: &[&str]) -> Result<()> {
+pub(crate) fn remove_volumes(names: &[&str]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
@@ -576,7 +640,7 @@ pub struct DeadContainer {
 /// start-up checks. A run is alive while its process is (the run id ends in its pid); containers of
 /// other hosts, of other projects, of live runs, and those without the labels to tell, are left
 /// alone.
-pub fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
+pub(crate) fn dead_runs(project: &Path) -> Result<Vec<DeadContainer>> {
     let filter = label_filter(&format!("{PROJECT_LABEL}={}", project.display()));
     let (containers, volumes) = listed(filter, "docker ps")?;
     let host = host_name();
@@ -638,7 +702,7 @@ fn listed(
 }
 
 /// Removes the containers [`dead_runs`] found, then their volumes.
-pub fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
+pub(crate) fn remove_dead(dead: &[DeadContainer]) -> Result<()> {
     let (volumes, containers): (Vec<&DeadContainer>, Vec<&DeadContainer>) =
         dead.iter().partition(|c| c.volume);
     let containers: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
@@ -661,7 +725,7 @@ pub fn run_is_dead(run_id: &str) -> bool {
 }
 
 /// Removes every container labelled with this run id, then every volume.
-pub fn remove_run(run_id: &str) -> Result<()> {
+pub(crate) fn remove_run(run_id: &str) -> Result<()> {
     let (containers, volumes) =
         listed(label_filter(&format!("{RUN_LABEL}={run_id}")), "docker ps")?;
     let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
@@ -699,8 +763,8 @@ fn remove_containers(ids: &[&str]) -> Result<()> {
     })
 }
 
-/// The engine answers.
-pub fn engine_answers() -> Result<()> {
+/// The engine answers; the error names where it was looked for and the fix.
+pub(crate) fn engine_answers() -> Result<()> {
     engine()
         .and_then(|engine| {
             engine.call(
@@ -709,30 +773,29 @@ pub fn engine_answers() -> Result<()> {
             )
         })
         .map(drop)
-        .map_err(|error| anyhow::anyhow!("the Docker engine does not answer ({error})"))
 }
 
-/// Which engine answers: Docker, or Podman through its Docker-compatible API, and its version.
-pub fn engine_kind() -> Result<EngineKind> {
-    let answer = engine()?.call(
+/// Which engine answers (Docker, or Podman through its Docker-compatible API, by its version
+/// answer), and whether a container of `image` shaped like a sandbox starts there, held to its
+/// limits; an error naming what the engine lacks (a known [`EngineLack`]), with the fix.
+pub(crate) fn engine_says(image: &str) -> Result<String> {
+    let engine = engine()?;
+    let answer = engine.call(
         "docker version",
         |docker| async move { docker.version().await },
     )?;
-    Ok(EngineKind::of(&answer))
-}
-
-/// What keeps the engine from running a container of `image` shaped like a sandbox (an init, no
-/// capability, no network, memory and pids limits held), when it is a known [`EngineLack`]; `None`
-/// when one runs.
-pub fn engine_lack(image: &str) -> Result<Option<EngineLack>> {
-    match probe_image(engine()?, image, None, "true", Probe::SandboxShaped) {
-        Ok(_) => Ok(None),
-        Err(error) => match error.downcast_ref::<EngineLack>() {
-            Some(lack) => Ok(Some(*lack)),
-            None => match EngineLack::of(&format!("{error:#}")) {
-                Some(lack) => Ok(Some(lack)),
-                None => Err(error),
-            },
+    let kind = EngineKind::of(&answer);
+    match probe_image(engine, image, None, None, "true", Probe::SandboxShaped) {
+        Ok(_) => Ok(format!(
+            "{kind}; a container shaped like a sandbox starts, held to its memory and pids limits"
+        )),
+        Err(error) => match error
+            .downcast_ref::<EngineLack>()
+            .copied()
+            .or_else(|| EngineLack::of(&format!("{error:#}")))
+        {
+            Some(lack) => bail!("{kind}: {lack}"),
+            None => Err(error),
         },
     }
 }
@@ -759,18 +822,6 @@ fn with_fix(error: anyhow::Error) -> anyhow::Error {
     }
 }
 
-/// The engine runs on this host, where it can mount the proxy's socket directory: its endpoint
-/// (`DOCKER_HOST`, else the current context) is a Unix socket, or TCP on loopback. A remote engine
-/// (`tcp://` elsewhere, `ssh://`) is refused with the reason.
-pub fn engine_is_local() -> Result<()> {
-    engine().map(drop)
-}
-
-/// Where the engine is (`unix:///var/run/docker.sock`), once [`engine_is_local`] holds.
-pub fn engine_host() -> Result<String> {
-    engine().map(|engine| engine.host().to_string())
-}
-
 /// What a sandbox on `network` can reach, for the start line and `doctor`.
 pub fn network_says(network: sandcastle_config::Network) -> String {
     if network.is_direct() {
@@ -785,7 +836,7 @@ pub fn network_says(network: sandcastle_config::Network) -> String {
 
 /// The image exists locally; the error names the image and `nix run .#sandcastleImage | docker load`.
 /// Meaningful only where the engine answers ([`engine_answers`]).
-pub fn image_exists(image: &str) -> Result<()> {
+pub(crate) fn image_exists(image: &str) -> Result<()> {
     let name = image.to_string();
     let found = engine().and_then(|engine| {
         engine.call("docker image inspect", |docker| async move {
@@ -812,8 +863,13 @@ pub enum Lack {
 }
 
 /// What the image lacks of the agent user, a shell and `programs` (checked in a throwaway
-/// container without a network, as the agent user when there is one).
-pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
+/// container without a network, under `runtime` as every sandbox, as the agent user when there
+/// is one).
+pub(crate) fn image_lacks(
+    image: &str,
+    runtime: Option<&str>,
+    programs: &[&str],
+) -> Result<Vec<Lack>> {
     let script = programs
         .iter()
         .map(|p| format!("command -v {p} >/dev/null || echo {p}"))
@@ -821,13 +877,14 @@ pub fn image_lacks(image: &str, programs: &[&str]) -> Result<Vec<Lack>> {
         .join("; ");
     let engine = engine()?;
     let mut lacks = Vec::new();
-    let mut found = probe_image(engine, image, Some(AGENT_USER), &script, Probe::Plain);
+    let probe = |user| probe_image(engine, image, runtime, user, &script, Probe::Plain);
+    let mut found = probe(Some(AGENT_USER));
     if found
         .as_ref()
         .is_err_and(|e| e.to_string().contains("unable to find user"))
     {
         lacks.push(Lack::AgentUser);
-        found = probe_image(engine, image, None, &script, Probe::Plain);
+        found = probe(None);
     }
     match found {
         Ok(out) => lacks.extend(out.split_whitespace().map(|p| Lack::Program(p.to_string()))),
@@ -847,12 +904,13 @@ enum Probe {
     SandboxShaped,
 }
 
-/// Runs `sh -c script` in a throwaway container of `image` without a network, as `user` (the
-/// image's own user when `None`), and returns what it printed on stdout. A non-zero exit is not an
-/// error: the output says what is missing.
+/// Runs `sh -c script` in a throwaway container of `image` without a network, under `runtime`, as
+/// `user` (the image's own user when `None`), and returns what it printed on stdout. A non-zero
+/// exit is not an error: the output says what is missing.
 fn probe_image(
     engine: &Engine,
     image: &str,
+    runtime: Option<&str>,
     user: Option<&str>,
     script: &str,
     probe: Probe,
@@ -875,9 +933,7 @@ fn probe_image(
         host_config: Some(host_config.clone()),
         ..Default::default()
     };
-    let id = engine.call("docker create", |docker| async move {
-        Ok(docker.create_container(None, config).await?.id)
-    })?;
+    let id = create_container(engine, None, config, runtime)?;
     let held = match probe {
         Probe::SandboxShaped => limits_held(engine, &id, &host_config),
         Probe::Plain => Ok(()),
@@ -951,6 +1007,8 @@ mod tests {
             relay: Relay {
                 socket_dir: Path::new("/tmp/sandcastle-proxy-x"),
             },
+            runtime: None,
+            provider: provider(),
         }
     }
 
@@ -1078,3 +1136,9 @@ pub(crate) mod test_support;
 
 #[cfg(test)]
 mod docker_tests;
+
+#[cfg(test)]
+mod runtime_tests;
+
+#[cfg(test)]
+mod provider_tests;

@@ -189,51 +189,52 @@ fn model(settings: &Settings) -> Result<String> {
     Ok(said)
 }
 
-/// The Docker engine and the image; when both are there, the sandboxes' network and the programs
-/// the image must hold.
+/// The Docker engine and the image; when both are there, the sandboxes' network and runtime, and,
+/// when the engine knows the runtime, the programs the image must hold.
 fn check_image(report: &mut Report, settings: &Settings) {
     let config = &settings.config;
     if report.line("docker", docker_engine()).is_none()
         || report
             .line(
                 "image",
-                sandbox::image_exists(&config.image_name).map(|()| config.image_name.clone()),
+                sandbox::provider()
+                    .image_exists(&config.image_name)
+                    .map(|()| config.image_name.clone()),
             )
             .is_none()
         || report
-            .line("engine", engine_kind(&config.image_name))
+            .line(
+                "engine",
+                sandbox::provider().engine_says(&config.image_name),
+            )
             .is_none()
     {
         return;
     }
     report.line("network", Ok(sandbox::network_says(config.sandbox.network)));
-    orchestrator_programs(report, &config.image_name);
+    let runtime = config.sandbox.runtime.as_deref();
+    if report
+        .line("runtime", sandbox::provider().runtime_says(runtime))
+        .is_none()
+    {
+        return;
+    }
+    orchestrator_programs(report, &config.image_name, runtime);
     agent_programs(report, settings);
 }
 
 /// The engine's socket (or loopback port) is this host's and the engine answers on it.
 fn docker_engine() -> Result<String> {
-    let host = sandbox::engine_host()?;
-    sandbox::engine_answers().map(|()| format!("the engine at {host} answers"))
-}
-
-/// Which engine answers (Docker, or Podman by its version answer), and whether a container shaped
-/// like a sandbox starts there, held to its limits; else what the engine lacks (Podman's catatonit,
-/// ulimits the host allows, limits it holds), with the fix.
-fn engine_kind(image: &str) -> Result<String> {
-    let kind = sandbox::engine_kind()?;
-    if let Some(lack) = sandbox::engine_lack(image)? {
-        bail!("{kind}: {lack}");
-    }
-    Ok(format!(
-        "{kind}; a container shaped like a sandbox starts, held to its memory and pids limits"
-    ))
+    let host = sandbox::provider().endpoint()?;
+    sandbox::provider()
+        .answers()
+        .map(|()| format!("the engine at {host} answers"))
 }
 
 /// What sandcastle runs in the image: one line when all is there, else one line per missing
 /// thing, with what needs it and the fix.
-fn orchestrator_programs(report: &mut Report, image: &str) {
-    match sandbox::image_lacks(image, &ORCHESTRATOR_PROGRAMS) {
+fn orchestrator_programs(report: &mut Report, image: &str, runtime: Option<&str>) {
+    match sandbox::provider().image_lacks(image, runtime, &ORCHESTRATOR_PROGRAMS) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "programs",
@@ -288,7 +289,8 @@ fn agent_programs(report: &mut Report, settings: &Settings) {
         tools.push("tea");
     }
     let image = &settings.config.image_name;
-    match sandbox::image_lacks(image, &tools) {
+    let runtime = settings.config.sandbox.runtime.as_deref();
+    match sandbox::provider().image_lacks(image, runtime, &tools) {
         Ok(lacks) if lacks.is_empty() => {
             report.line(
                 "tools",

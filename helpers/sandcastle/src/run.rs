@@ -121,24 +121,30 @@ pub fn run(project: &Path, once: bool, only_issue: Option<u64>, yes: bool) -> Re
     })
 }
 
-/// Checks everything a run needs before it changes anything: Docker answers, the image exists, the
-/// forge accepts the token. The checks, and the look-up of containers that runs killed outright
-/// left behind, are independent and run at once (start-up is on every run's clock); their errors
-/// come in that order.
+/// Checks everything a run needs before it changes anything: Docker answers and knows the runtime,
+/// the image exists, the forge accepts the token. The checks, and the look-up of containers that
+/// runs killed outright left behind, are independent and run at once (start-up is on every run's
+/// clock); their errors come in that order.
 fn start(settings: Settings) -> Result<Context> {
     let (image, project) = (settings.config.image_name.clone(), settings.project.clone());
-    let (engine, image, dead, ctx) = std::thread::scope(|scope| {
-        let engine =
-            scope.spawn(|| sandbox::engine_is_local().and_then(|()| sandbox::engine_answers()));
-        let image = scope.spawn(|| sandbox::image_exists(&image));
-        let dead = scope.spawn(|| sandbox::dead_runs(&project));
+    let named_runtime = settings.config.sandbox.runtime.clone();
+    let sandboxes = sandbox::provider();
+    let (runtime, image, dead, ctx) = std::thread::scope(|scope| {
+        let engine = scope.spawn(|| {
+            sandboxes
+                .endpoint()
+                .and_then(|_| sandboxes.answers())
+                .and_then(|()| sandboxes.runtime_says(named_runtime.as_deref()))
+        });
+        let image = scope.spawn(|| sandboxes.image_exists(&image));
+        let dead = scope.spawn(|| sandboxes.dead_runs(&project));
         let ctx = Context::new(settings);
         (joined(engine), joined(image), joined(dead), ctx)
     });
-    engine?;
+    let runtime = runtime?;
     image?;
     let ctx = ctx?;
-    match dead.and_then(|dead| sandbox::remove_dead(&dead).map(|()| dead)) {
+    match dead.and_then(|dead| sandboxes.remove_dead(&dead).map(|()| dead)) {
         Ok(dead) if !dead.is_empty() => {
             let names: Vec<&str> = dead.iter().map(|c| c.name.as_str()).collect();
             ctx.progress.note(&format!(
@@ -166,7 +172,7 @@ fn start(settings: Settings) -> Result<Context> {
         None => "no forge login in sandboxes (FORGEJO_AGENT_TOKEN is not set)".to_string(),
     };
     ctx.progress.note(&format!(
-        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}; {}",
+        "run {} of orchestrator {}: {} on {} as {}, image {}; {tea}; {}; {runtime}",
         ctx.run_id,
         ctx.id,
         ctx.config.repo,
@@ -229,8 +235,8 @@ fn stop_on_signal(ctx: Arc<Context>) -> Result<()> {
             ctx.handlers.stop();
             // No container is made after the removal below looks: a gate or a warm-up on
             // another thread may be creating one right now.
-            sandbox::stop_creating();
-            if let Err(e) = sandbox::remove_run(&ctx.run_id) {
+            sandbox::provider().stop_creating();
+            if let Err(e) = sandbox::provider().remove_run(&ctx.run_id) {
                 ctx.progress
                     .note(&format!("could not remove every container: {e:#}"));
             }

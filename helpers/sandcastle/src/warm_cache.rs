@@ -60,13 +60,15 @@ impl WarmCache {
         }
         if let Some(old) = state.current.take().and_then(|warm| warm.volume) {
             // A gate still copying from it keeps it; then it goes at the end.
-            if sandbox::remove_volumes(&[&old]).is_err() {
+            if sandbox::provider().remove_volumes(&[&old]).is_err() {
                 state.stale.push(old);
             }
         }
         let name = volume_name(run_id, base);
         let started = Instant::now();
-        let warmed = sandbox::create_volume(&name, run_id, project).and_then(|()| warm_up(&name));
+        let warmed = sandbox::provider()
+            .create_volume(&name, run_id, project)
+            .and_then(|()| warm_up(&name));
         let short = short(base);
         let cold = match warmed {
             Ok(WarmUp::Built) => {
@@ -85,7 +87,7 @@ impl WarmCache {
                 progress.note(&format!(
                     "gate cache: no warm cache from the base branch at {short} ({why}); gates on it build cold"
                 ));
-                let _ = sandbox::remove_volumes(&[&name]);
+                let _ = sandbox::provider().remove_volumes(&[&name]);
                 None
             }
         };
@@ -102,7 +104,7 @@ impl WarmCache {
         let mut volumes = std::mem::take(&mut state.stale);
         volumes.extend(state.current.take().and_then(|warm| warm.volume));
         let volumes: Vec<&str> = volumes.iter().map(String::as_str).collect();
-        sandbox::remove_volumes(&volumes)
+        sandbox::provider().remove_volumes(&volumes)
     }
 }
 
@@ -141,7 +143,7 @@ mod tests {
     /// again for that base; the run's end takes the last one.
     #[test]
     fn one_warm_up_per_base_and_the_old_volume_goes_when_the_base_moves() {
-        if sandbox::engine_answers().is_err() {
+        if sandbox::provider().answers().is_err() {
             return;
         }
         let run_id = format!("test-warm-{}", std::process::id());

@@ -150,6 +150,7 @@ impl<'a> WorkSandbox<'a> {
         let limits = &ctx.config.sandbox;
         let proxy = self.proxy.as_ref().expect("the proxy is opened first");
         SandboxSpec {
+            provider: sandbox::provider(),
             image: &ctx.config.image_name,
             run_id: &ctx.run_id,
             project: &ctx.project,
@@ -165,6 +166,7 @@ impl<'a> WorkSandbox<'a> {
             relay: Relay {
                 socket_dir: proxy.dir(),
             },
+            runtime: limits.runtime.as_deref(),
         }
     }
 
@@ -460,11 +462,11 @@ impl Sandboxed for WorkSandbox<'_> {
                 });
         let key = format!("{}-gate", self.key.slug());
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
-        sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
+        sandbox::provider().create_volume(&cache, &ctx.run_id, &ctx.project)?;
         let sandbox = match self.start_build_container(&key, &cache, warm.as_deref()) {
             Ok(sandbox) => sandbox,
             Err(error) => {
-                let _ = sandbox::remove_volumes(&[&cache]);
+                let _ = sandbox::provider().remove_volumes(&[&cache]);
                 return Err(error);
             }
         };
@@ -476,7 +478,7 @@ impl Sandboxed for WorkSandbox<'_> {
         });
         let removed = sandbox
             .remove()
-            .and_then(|()| sandbox::remove_volumes(&[&cache]));
+            .and_then(|()| sandbox::provider().remove_volumes(&[&cache]));
         let outcome = GateOutcome {
             commit: Some(commit),
             ..outcome?

@@ -116,3 +116,32 @@ fn no_logger_is_built_in() {
         .collect();
     assert!(found.is_empty(), "a logger is in the build: {found:?}");
 }
+
+/// The orchestrator never names the Engine API: only the machinery depends on its client, and the
+/// orchestrator reaches sandboxes through `sandbox::Provider` (the machinery's engine calls are
+/// not public, so the compiler refuses any other way); its own code runs no `docker` either.
+#[test]
+fn the_orchestrator_never_names_the_engine_api() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("bollard"),
+        "helpers/sandcastle/Cargo.toml names bollard: reach sandboxes through sandbox::Provider"
+    );
+    let machinery =
+        std::fs::read_to_string(crate_dir.join("../sandcastle-core/Cargo.toml")).unwrap();
+    assert!(machinery.contains("bollard"), "the manifests were read");
+    let mut files = BTreeSet::new();
+    let src = crate_dir.join("src");
+    module_files(&src, &src, &mut files);
+    let naming: Vec<&String> = files
+        .iter()
+        .filter(|file| {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            // Test modules may look at what a run left with the `docker` CLI.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            code.contains("bollard") || code.contains("Command::new(\"docker\")")
+        })
+        .collect();
+    assert!(naming.is_empty(), "the Engine API named in {naming:?}");
+}

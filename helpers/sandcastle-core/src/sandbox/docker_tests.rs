@@ -216,16 +216,16 @@ fn an_image_lacking_the_agent_a_shell_or_programs_says_each() {
         return;
     }
     let wanted = ["claude", "git", "sandcastle"];
-    assert_eq!(image_lacks(test_image(), &wanted).unwrap(), []);
+    assert_eq!(image_lacks(test_image(), None, &wanted).unwrap(), []);
 
     let tag = format!("sandcastle-test-lacks:{}", std::process::id());
     derived_image(
         "sed -i '/^agent:/d' /etc/passwd && rm /usr/local/bin/claude /usr/local/bin/sandcastle",
         &tag,
     );
-    let no_agent = image_lacks(&tag, &wanted);
+    let no_agent = image_lacks(&tag, None, &wanted);
     derived_image("rm /usr/bin/sh", &tag);
-    let no_shell = image_lacks(&tag, &wanted);
+    let no_shell = image_lacks(&tag, None, &wanted);
     let _ = Command::new("docker").args(["image", "rm", &tag]).output();
 
     assert_eq!(

@@ -256,22 +256,19 @@ impl Engine {
     }
 
     /// The engine's own message when it answered with an error; otherwise why it could not be
-    /// reached, with the cause.
+    /// reached: the root cause (`Connection refused`), not the HTTP client's layers above it.
     fn failed(&self, what: &str, error: &bollard::errors::Error) -> anyhow::Error {
         if let bollard::errors::Error::DockerResponseServerError { message, .. } = error {
             return anyhow!("`{what}` failed: {}", message.trim());
         }
-        let mut causes = vec![error.to_string()];
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            causes.push(cause.to_string());
-            source = cause.source();
+        let mut cause: &dyn std::error::Error = error;
+        while let Some(deeper) = cause.source() {
+            cause = deeper;
         }
         anyhow!(
-            "`{what}`: cannot talk to the Docker engine at {} ({}): {}: start it, or point DOCKER_HOST at one",
+            "the Docker engine at {} ({}) does not answer `{what}`: {cause}: start it, or point DOCKER_HOST at a running one",
             self.configured.host,
             self.configured.from,
-            causes.join(": ")
         )
     }
 

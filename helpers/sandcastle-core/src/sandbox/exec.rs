@@ -1,8 +1,9 @@
-//! One process run in a sandbox through the Engine API's exec, attached, with the shape of a
-//! spawned `std::process::Child`: `stdin` to write, `stdout`/`stderr` to read (plain OS pipes, so
-//! blocking callers read and write them as before), `wait`/`try_wait` for its exit status and
-//! `kill` to let go of it. A task on the engine's runtime moves the bytes between the pipes and the
-//! engine's connection.
+//! One process run in a sandbox, attached, with the shape of a spawned `std::process::Child`:
+//! `stdin` to write, `stdout`/`stderr` to read (plain OS pipes, so blocking callers read and write
+//! them as before), `wait`/`try_wait` for its exit status and `kill` to let go of it. A task on the
+//! engine's runtime moves the bytes between the pipes and the provider's connection; the provider
+//! says how it ended ([`Ending`]). The Docker engine's exec is [`Exec::start`]; another provider
+//! makes its own with [`Exec::attached`].
 use super::engine::{self, Engine};
 use crate::deadline::Watchdog;
 use anyhow::Result;
@@ -40,20 +41,60 @@ pub struct ExecSpec<'a> {
     pub argv: &'a [&'a str],
 }
 
-/// A started exec. Its exit status is the engine's once its output ended.
+/// A started exec. Its exit status is its provider's once its output ended.
 pub struct Exec {
     pub stdin: Option<PipeWriter>,
     pub stdout: Option<PipeReader>,
     pub stderr: Option<PipeReader>,
-    engine: Engine,
-    id: String,
+    ending: Box<dyn Ending>,
     relay: Option<tokio::task::JoinHandle<()>>,
     status: Option<ExitStatus>,
 }
 
+/// What the provider that started an exec says of it once its output ended.
+pub(crate) trait Ending: Send + Sync {
+    /// The exit code once the process is over; `None` while it runs.
+    fn exit_code(&self) -> std::io::Result<Option<i32>>;
+    /// How long the provider may take to say so after the output ended.
+    fn bound(&self) -> Duration;
+    /// The provider, for the error when it does not say so in time.
+    fn who(&self) -> String;
+}
+
+/// An exec of the Docker engine: its exit code is in the exec's inspection.
+struct DockerExec {
+    engine: Engine,
+    id: String,
+}
+
+impl Ending for DockerExec {
+    /// The exit code once the engine says the process is over.
+    fn exit_code(&self) -> std::io::Result<Option<i32>> {
+        let id = self.id.clone();
+        let inspected = self
+            .engine
+            .call("docker exec inspect", |docker| async move {
+                docker.inspect_exec(&id).await
+            })
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        Ok(match (inspected.running, inspected.exit_code) {
+            (Some(false), Some(code)) => Some(code as i32),
+            _ => None,
+        })
+    }
+
+    fn bound(&self) -> Duration {
+        self.engine.bound()
+    }
+
+    fn who(&self) -> String {
+        format!("the Docker engine at {}", self.engine.host())
+    }
+}
+
 impl Exec {
-    /// Creates and starts the exec, attached to all three streams.
-    pub fn start(engine: &Engine, spec: &ExecSpec) -> Result<Exec> {
+    /// Creates and starts the exec on the Docker engine, attached to all three streams.
+    pub(super) fn start(engine: &Engine, spec: &ExecSpec) -> Result<Exec> {
         let config = ExecConfig {
             attach_stdin: Some(true),
             attach_stdout: Some(true),
@@ -83,15 +124,33 @@ impl Exec {
         let (stdout_reader, stdout) = std::io::pipe()?;
         let (stderr_reader, stderr) = std::io::pipe()?;
         let relay = engine::spawn(relay(output, input, stdin, stdout, stderr))?;
-        Ok(Exec {
-            stdin: Some(stdin_writer),
-            stdout: Some(stdout_reader),
-            stderr: Some(stderr_reader),
+        let ending = DockerExec {
             engine: engine.clone(),
             id,
+        };
+        Ok(Exec::attached(
+            (stdin_writer, stdout_reader, stderr_reader),
+            relay,
+            Box::new(ending),
+        ))
+    }
+
+    /// An exec a provider started: the host's ends of its stdin, stdout and stderr pipes, the
+    /// task (on the runtime of `engine.rs`) that moves their bytes to and from the provider until
+    /// the output ends, and what the provider says of its end.
+    pub(crate) fn attached(
+        (stdin, stdout, stderr): (PipeWriter, PipeReader, PipeReader),
+        relay: tokio::task::JoinHandle<()>,
+        ending: Box<dyn Ending>,
+    ) -> Exec {
+        Exec {
+            stdin: Some(stdin),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            ending,
             relay: Some(relay),
             status: None,
-        })
+        }
     }
 
     /// Writes `input` to the exec's stdin on a thread of its own, then closes it.
@@ -174,23 +233,27 @@ impl Exec {
         }
         self.reap()?;
         if self.status.is_none() {
-            self.status = self.exit_code()?.map(ExitStatus::from_raw);
+            // Shifted as a wait status.
+            self.status = self
+                .ending
+                .exit_code()?
+                .map(|code| ExitStatus::from_raw((code & 0xff) << 8));
         }
         Ok(self.status)
     }
 
-    /// Waits for the output to end, then for the engine's exit code (a killed exec: SIGKILL).
+    /// Waits for the output to end, then for the provider's exit code (a killed exec: SIGKILL).
     pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.reap()?;
-        let until = Instant::now() + self.engine.bound();
+        let until = Instant::now() + self.ending.bound();
         loop {
             if let Some(status) = self.try_wait()? {
                 return Ok(status);
             }
             if Instant::now() >= until {
                 return Err(std::io::Error::other(format!(
-                    "the Docker engine at {} still says the exec runs after its output ended",
-                    self.engine.host()
+                    "{} still says the exec runs after its output ended",
+                    self.ending.who()
                 )));
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -214,21 +277,6 @@ impl Exec {
             }
         }
         Ok(())
-    }
-
-    /// The exit code once the engine says the process is over, shifted as a wait status.
-    fn exit_code(&self) -> std::io::Result<Option<i32>> {
-        let id = self.id.clone();
-        let inspected = self
-            .engine
-            .call("docker exec inspect", |docker| async move {
-                docker.inspect_exec(&id).await
-            })
-            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        Ok(match (inspected.running, inspected.exit_code) {
-            (Some(false), Some(code)) => Some(((code & 0xff) as i32) << 8),
-            _ => None,
-        })
     }
 }
 

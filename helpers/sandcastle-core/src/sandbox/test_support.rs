@@ -85,6 +85,8 @@ pub fn spec<'a>(run: &'a TestRun, key: &'a str, env: &'a [(String, String)]) -> 
         relay: Relay {
             socket_dir: run.proxy_dir.path(),
         },
+        runtime: None,
+        provider: provider(),
     }
 }
 
@@ -99,4 +101,19 @@ pub fn exec(sandbox: &Sandbox, argv: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The runtime `checks/docker/start-dockerd.sh` registers on the test engine: runc by another
+/// name, so a test can tell a container created under `[sandbox] runtime` from one that was not.
+pub const TEST_RUNTIME: &str = "sandcastle-test-runc";
+
+/// [`TEST_RUNTIME`], once the engine is seen to know it; a test that needs it fails with the fix.
+pub fn test_runtime() -> &'static str {
+    let known = runtime_says(Some(TEST_RUNTIME));
+    assert!(
+        known.is_ok(),
+        "{:#}\nthe test engine lacks the runtime {TEST_RUNTIME}: run checks/docker/start-dockerd.sh",
+        known.unwrap_err()
+    );
+    TEST_RUNTIME
 }

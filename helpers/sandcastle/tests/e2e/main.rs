@@ -15,6 +15,7 @@ mod overlap;
 mod podman;
 mod proxy;
 mod questions;
+mod runtime;
 mod spend;
 mod trust;
 
