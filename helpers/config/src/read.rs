@@ -522,7 +522,9 @@ impl<'a> Section<'a> {
         if count <= MAX_ATTEMPTS {
             return Ok(Some(count));
         }
-        let span = self.value(key, example, "an integer")?.map(|(_, span)| span);
+        let span = self
+            .value(key, example, "an integer")?
+            .map(|(_, span)| span);
         Err(self.source.error(
             span.flatten(),
             format!(
