@@ -133,6 +133,9 @@ pub struct WorkRepo {
     /// The commit the work started from (`starting_at`); every commit taken in must descend from
     /// it. Unset: `origin/<base>`.
     start: Option<String>,
+    /// The remote branch a push goes to (`publishing_as`: an issue's chosen attempt); unset:
+    /// `branch`.
+    published_as: Option<String>,
 }
 
 /// What became of the commits a sandbox handed out.
@@ -167,6 +170,7 @@ impl WorkRepo {
             branch: branch.to_string(),
             base: base.to_string(),
             start: None,
+            published_as: None,
         };
         let prepared = if created {
             repo.create()
@@ -189,6 +193,48 @@ impl WorkRepo {
     pub fn starting_at(mut self, start: &str) -> WorkRepo {
         self.start = Some(start.to_string());
         self
+    }
+
+    /// Pushes go to the remote's `branch` instead of the work branch's own name: an attempt's
+    /// local branch (`sandcastle/issue-N-b`) is published as its issue's.
+    pub fn publishing_as(mut self, branch: &str) -> Result<WorkRepo> {
+        check_branch_name(branch)?;
+        self.published_as = Some(branch.to_string());
+        Ok(self)
+    }
+
+    /// The remote branch a push goes to.
+    pub fn published_branch(&self) -> &str {
+        self.published_as.as_deref().unwrap_or(&self.branch)
+    }
+
+    /// What the work changes against the base branch (`git diff origin/<base>...<tip>`), cut at
+    /// `max_bytes` (on a character boundary); whether it was cut. Agent text, bounded by git's
+    /// output limit before it is read and by `max_bytes` after.
+    pub fn diff_against_base(&self, max_bytes: usize) -> Result<(String, bool)> {
+        let range = format!("{}...refs/heads/{}", self.fetched_base(), self.branch);
+        let args = [
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--stat",
+            "--patch",
+            "--end-of-options",
+            &range,
+            "--",
+        ];
+        let out = self.git().finish(&args, "diff")?;
+        let bytes = self.git().checked(out, "diff")?;
+        let text = String::from_utf8_lossy(&bytes);
+        if text.len() <= max_bytes {
+            return Ok((text.into_owned(), false));
+        }
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Ok((text[..end].to_string(), true))
     }
 
     fn git(&self) -> Git<'_> {
@@ -687,11 +733,11 @@ impl WorkRepo {
         Ok(None)
     }
 
-    /// Pushes `commit`, which must be the work branch's tip, to `refs/heads/<branch>` on the
+    /// Pushes `commit`, which must be the work branch's tip, to `refs/heads/<published_branch>` on the
     /// remote URL: the commit the caller checked (the gate's), never whatever the branch is at by
     /// then. A no-op when the remote already has that commit.
     pub fn push(&self, creds: &Credentials, commit: &str) -> Result<()> {
-        let (branch, url) = (&self.branch, &self.remote);
+        let (branch, url) = (self.published_branch(), &self.remote);
         let fail = |e: anyhow::Error| anyhow!("push of {branch} to {url} failed: {e:#}");
         let head = self.tip()?;
         if head != commit {

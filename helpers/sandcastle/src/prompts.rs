@@ -13,11 +13,12 @@ use sandcastle_core::forge_text::Fence;
 use sandcastle_core::questions::Questions;
 use std::path::Path;
 
-/// `plan`, `implement`, `review`, `pr-fixer`, `keep-green`, `assess`.
-pub const NAMES: [&str; 6] = [
+/// `plan`, `implement`, `review`, `choose`, `pr-fixer`, `keep-green`, `assess`.
+pub const NAMES: [&str; 7] = [
     "plan",
     "implement",
     "review",
+    "choose",
     "pr-fixer",
     "keep-green",
     "assess",
@@ -194,6 +195,16 @@ fn builtin(name: &str) -> Option<(&'static str, &'static [&'static str])> {
                 "ISSUE_BODY",
                 "BRANCH",
                 "BASE_BRANCH",
+            ],
+        ),
+        "choose" => (
+            include_str!("../../../prompts/choose.md"),
+            &[
+                "ISSUE_NUMBER",
+                "ISSUE_TITLE",
+                "ISSUE_BODY",
+                "BASE_BRANCH",
+                "CANDIDATES",
             ],
         ),
         "pr-fixer" => (
@@ -429,6 +440,19 @@ mod tests {
             if name == "plan" {
                 assert!(text.contains(r#"<plan>{"issues":[]}</plan>"#));
                 assert!(text.contains("{{MAX_CONCURRENCY}}"));
+            } else if name == "choose" {
+                // It only chooses: one block to answer with, and no change to make.
+                let example = text.split("<choice>").nth(1).unwrap();
+                let example = example.split("</choice>").next().unwrap();
+                assert!(
+                    sandcastle_core::choice::parse(
+                        &format!("<choice>{example}</choice>"),
+                        &['a', 'b']
+                    )
+                    .is_ok(),
+                    "the example parses"
+                );
+                assert!(text.contains("do not commit"));
             } else {
                 assert!(text.contains("<promise>COMPLETE</promise>"), "{name}");
                 assert!(text.contains("`fmt`") && text.contains("`check`"), "{name}");
