@@ -395,7 +395,11 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("ISSUE_BODY", issue.body.clone()),
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
-            ("ASKING", prompts::asking(&ctx.config, issue.number)),
+            (
+                "ASKING",
+                // One of several attempts is not held for a person: the others would go on.
+                prompts::asking(&ctx.config, issue.number, matches!(piece, Piece::Issue(_))),
+            ),
         ],
         Piece::Pull(pull) => vec![
             ("PR_NUMBER", pull.number.to_string()),
@@ -403,7 +407,7 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
             ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
-            ("ASKING", prompts::asking(&ctx.config, pull.number)),
+            ("ASKING", prompts::asking(&ctx.config, pull.number, true)),
         ],
         Piece::Green(pull, trouble) => {
             // The reviewer judges the branch against the issue it implements.

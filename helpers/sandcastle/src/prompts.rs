@@ -145,9 +145,9 @@ pub fn forge_access(tea_configured: bool) -> &'static str {
 
 /// What `{{ASKING}}` tells a working agent (implementer or pr-fixer) about asking a person, for
 /// work `number`: `sandcastle ask` only when `[asks]` is on, the `<questions>` signal only when
-/// `[questions]` is on (otherwise nothing would take the ask, or wait for the answer); nothing
-/// without either.
-pub fn asking(config: &sandcastle_config::Config, number: u64) -> String {
+/// `[questions]` is on and the work `waits` for an answer (one of several attempts does not);
+/// otherwise nothing would take the ask, or wait for the answer; nothing without either.
+pub fn asking(config: &sandcastle_config::Config, number: u64, waits: bool) -> String {
     let mut parts = Vec::new();
     if config.asks.enabled {
         parts.push(
@@ -156,7 +156,7 @@ pub fn asking(config: &sandcastle_config::Config, number: u64) -> String {
                 .to_string(),
         );
     }
-    if config.questions.enabled {
+    if config.questions.enabled && waits {
         let number = number.to_string();
         let signal = fill(include_str!("../../../prompts/question-signal.md"), |_| {
             Ok(number.as_str())
@@ -484,7 +484,7 @@ mod tests {
                 let mut vars = all_vars(name);
                 for (key, value) in &mut vars {
                     match *key {
-                        "ASKING" => *value = asking(&config, 17),
+                        "ASKING" => *value = asking(&config, 17, true),
                         key if key == number_key => *value = "17".into(),
                         _ => {}
                     }

@@ -192,3 +192,126 @@ fn a_malformed_choice_is_a_failed_turn_and_the_correction_chooses() {
     );
     assert!(body.contains("| a (chosen) |"), "{body}");
 }
+
+/// Three attempts one at a time against `maxCostPerIssue = 1`: each of a's and b's model turns
+/// is billed $0.315 (sonnet: 100k tokens in, 1000 out), so after two attempts the issue has cost
+/// more than its budget. The third attempt never starts a turn, and nothing more is spent: the
+/// issue stops with one comment listing every attempt, c as stopped by the budget.
+#[test]
+fn a_spent_issue_budget_stops_the_third_attempt() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let costly = json!({"input_tokens": 100_000, "output_tokens": 1000});
+    let costly_attempt = |letter: char| {
+        json!({"match": format!("You are attempt {letter} of 3"), "turns": [
+            {"bash": format!("echo {letter} > {letter}.txt && git add {letter}.txt && git commit -qm 'Attempt {letter}'"),
+             "description": "commit", "usage": costly},
+            {"text": format!("Done. {COMPLETE}"), "usage": costly}]})
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [{"text": "<choice>{\"attempt\": \"a\", \"why\": \"x\"}</choice>"}]},
+            costly_attempt('a'),
+            costly_attempt('b'),
+            costly_attempt('c'),
+        ]),
+        "maxConcurrency = 1\n[implement]\nattempts = 3\n[budget]\nmaxCostPerIssue = 1",
+    );
+    let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+
+    let started = |letter: char| {
+        h.anthropic
+            .requests()
+            .into_iter()
+            .filter(|r| r.prompt.contains(&format!("You are attempt {letter} of 3")))
+            .count()
+    };
+    assert!(started('a') >= 2 && started('b') >= 2, "{stderr}");
+    assert_eq!(started('c'), 0, "the third attempt sent nothing: {stderr}");
+    assert!(
+        choosing_requests(&h).is_empty(),
+        "no choice past the budget"
+    );
+    assert!(h.pulls().is_empty());
+
+    let comments = h.comments_of(issue);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    let comment = &comments[0];
+    for said in [
+        "sandcastle stopped this: this work has cost $",
+        "which reaches [budget] maxCostPerIssue ($1.00)",
+        "3 independent attempts ran; the gate passed 2 of them.",
+        "| c | stopped by the budget | 0 | $0.00 |",
+    ] {
+        assert!(comment.contains(said), "{said}: {comment}");
+    }
+}
+
+/// Two attempts one at a time; the run is killed while attempt b works (a has passed the gate).
+/// The next run resumes from the saved states: a is not started again, b goes on, and the
+/// reviewer's choice is pushed.
+#[test]
+fn a_kill_during_the_attempts_resumes_without_starting_them_twice() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    // A read-only mount tells attempt b whether it runs after the kill.
+    let signal = tempfile::tempdir().unwrap();
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer, choosing among attempts", "turns": [
+                {"text": r#"<choice>{"attempt": "b", "why": "CHOICE-WHY: b."}</choice>"#}]},
+            approving_reviewer(),
+            attempt('a', 2),
+            {"match": "You are attempt b of 2", "turns": [
+                {"bash": "test -f /signal/resumed || { touch /tmp/b-started; sleep 120; }; echo b > b.txt && git add b.txt && git commit -qm 'Attempt b'", "description": "commit"},
+                {"text": format!("Done. {COMPLETE}")}]},
+        ]),
+        &format!(
+            "maxConcurrency = 1\n[implement]\nattempts = 2\n[sandbox]\nmemory = \"2g\"\npidsLimit = 512\nmounts = [\"{}:/signal\"]",
+            signal.path().display()
+        ),
+    );
+    let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
+    let mut run = h.start_until(&["run", "--issue", &issue.to_string()], "/tmp/b-started");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let started = |letter: char| {
+        h.anthropic
+            .requests()
+            .into_iter()
+            .filter(|r| r.prompt.contains(&format!("You are attempt {letter} of 2")) && r.turn == 0)
+            .count()
+    };
+    assert_eq!((started('a'), started('b')), (1, 1));
+
+    std::fs::write(signal.path().join("resumed"), "").unwrap();
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("resuming saved work (Attempts phase)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        (started('a'), started('b')),
+        (1, 2),
+        "a is not started again; b's killed turn runs again: {stderr}"
+    );
+    assert_eq!(
+        h.remote_log(&format!("sandcastle/issue-{issue}"))
+            .first()
+            .map(String::as_str),
+        Some("Attempt b")
+    );
+    let body = h.only_pull_body();
+    assert!(
+        body.contains("2 independent attempts ran; the gate passed 2 of them."),
+        "{body}"
+    );
+    assert!(body.contains("| b (chosen) |"), "{body}");
+}
