@@ -176,6 +176,7 @@ pub(super) fn attempts(
     }
     state.cost_usd += ended.iter().map(|e| e.cost_usd).sum::<f64>();
     best_of.ended = ended;
+    ctx.report.set_attempts(&key.to_string(), &best_of);
     let passed = best_of.passed();
     ctx.progress.note(&format!(
         "{key}: {} of {} attempts passed the gate{}",
@@ -264,6 +265,7 @@ pub(super) fn choose(
     state.nudge = None;
     let letter = choice.letter;
     best_of.choice = Some(choice);
+    ctx.report.set_attempts(&key.to_string(), &best_of);
     state.best_of = Some(best_of);
     // The chosen attempt's state carries the issue from here: its cost is the issue's so far.
     let dir = ctx.state_dir();

@@ -138,6 +138,35 @@ attempts = 3"#;
     assert!(body.find("## Attempts") < body.find("CHOICE-WHY"), "{body}");
     // The chosen attempt was reviewed as any issue's work: approved.
     assert!(body.contains("The reviewer approved it"), "{body}");
+
+    // The run report counts the attempts and their cost under the issue.
+    let report = h.last_report();
+    let work = &report["work"][0];
+    let attempts = work["attempts"].as_array().expect("attempts reported");
+    let letters: Vec<(&str, bool, bool)> = attempts
+        .iter()
+        .map(|a| {
+            (
+                a["letter"].as_str().unwrap(),
+                a["passed"] == true,
+                a["chosen"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        letters,
+        [("a", false, false), ("b", true, false), ("c", true, true)],
+        "{report}"
+    );
+    let attempts_cost: f64 = attempts
+        .iter()
+        .map(|a| a["costUsd"].as_f64().unwrap())
+        .sum();
+    assert!(attempts_cost > 0.0, "{report}");
+    assert!(
+        work["total"]["usage"]["cost_usd"].as_f64().unwrap() >= attempts_cost,
+        "the issue's cost includes every attempt's: {report}"
+    );
 }
 
 /// Two attempts by the issue's own `attempts-2` label: the reviewer's first `<choice>` names an
