@@ -108,8 +108,16 @@ pub fn drive(
         // The phase is matched by value: a step changes the state it carries.
         let step = match (state.phase.clone(), piece) {
             (Phase::Clarify, _) => clarify(ctx, piece, state, sandbox)?,
-            (Phase::Work, Piece::Issue(issue)) if best_of::begin(ctx, issue, state) => None,
-            (Phase::Work, _) => work(ctx, piece, repo, &vars, state, sandbox)?,
+            (Phase::Work, _) => {
+                let began = match piece {
+                    Piece::Issue(issue) => best_of::begin(ctx, issue, state)?,
+                    _ => false,
+                };
+                match began {
+                    true => None,
+                    false => work(ctx, piece, repo, &vars, state, sandbox)?,
+                }
+            }
             (Phase::Review, _) => review(ctx, piece, repo, base, &vars, state, sandbox)?,
             (Phase::Waiting(_), _) => waiting(ctx, piece, state)?,
             (Phase::Attempts, Piece::Issue(issue)) => best_of::attempts(ctx, issue, base, state)?,

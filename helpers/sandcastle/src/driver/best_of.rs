@@ -73,26 +73,35 @@ pub fn count(configured: u32, issue: &Issue) -> (u32, Option<String>) {
 }
 
 /// Where an issue's work would start its first iteration: with more than one attempt, the
-/// attempts are fixed and saved first, so a resumed run starts none twice. Whether it did.
-pub(super) fn begin(ctx: &Context, issue: &Issue, state: &mut WorkState) -> bool {
+/// attempts are fixed, each with a fresh state of its own (an earlier try's, given up, is
+/// replaced) told what was clarified, before the issue's state saves them: a resumed run starts
+/// none twice. Whether it did.
+pub(super) fn begin(ctx: &Context, issue: &Issue, state: &mut WorkState) -> Result<bool> {
     if state.best_of.is_some() || state.iterations > 0 {
-        return false;
+        return Ok(false);
     }
     let (attempts, refused) = count(ctx.config.implement.attempts, issue);
     if let Some(line) = refused {
         ctx.progress.note(&line);
     }
     if attempts < 2 {
-        return false;
+        return Ok(false);
     }
     ctx.progress.note(&format!(
         "{}: {attempts} attempts, at most {} at once; the reviewer chooses among those the gate passes",
         WorkKey::Issue(issue.number),
         ctx.config.max_concurrency.min(attempts)
     ));
-    state.best_of = Some(BestOf::new(attempts));
+    let best_of = BestOf::new(attempts);
+    for attempt in attempts_of(&best_of) {
+        let piece = Piece::Attempt(issue, attempt);
+        let mut fresh = WorkState::new(&piece.slug(), &piece.branch(), &ctx.run_id);
+        fresh.clarification = state.clarification.clone();
+        fresh.save(&ctx.state_dir())?;
+    }
+    state.best_of = Some(best_of);
     state.phase = Phase::Attempts;
-    true
+    Ok(true)
 }
 
 /// What every attempt of `issue` cost so far, as their saved states say, with the issue's own
@@ -111,10 +120,6 @@ pub(super) fn spent(ctx: &Context, issue: u64) -> Result<f64> {
         }
     }
     Ok(spent)
-}
-
-fn best_of_len(state: &WorkState) -> u32 {
-    state.best_of.as_ref().map_or(0, |b| b.letters.len() as u32)
 }
 
 fn attempts_of(best_of: &BestOf) -> impl Iterator<Item = Attempt> + '_ {
@@ -138,16 +143,6 @@ pub(super) fn attempts(
     let mut best_of = state.best_of.clone().context("no attempts saved")?;
     let dir = ctx.state_dir();
     let attempts: Vec<Attempt> = attempts_of(&best_of).collect();
-    // What was clarified before the attempts is told to each.
-    for attempt in &attempts {
-        let slug = attempt.slug(issue.number);
-        if WorkState::load(&dir, &slug)?.is_none() {
-            let piece = Piece::Attempt(issue, *attempt);
-            let mut fresh = WorkState::new(&slug, &piece.branch(), &ctx.run_id);
-            fresh.clarification = state.clarification.clone();
-            fresh.save(&dir)?;
-        }
-    }
     let pieces: Vec<Piece> = attempts
         .iter()
         .map(|attempt| Piece::Attempt(issue, *attempt))
@@ -159,7 +154,7 @@ pub(super) fn attempts(
     let mut ended = Vec::new();
     for attempt in &attempts {
         let slug = attempt.slug(issue.number);
-        let attempt_state = WorkState::load(&dir, &slug)?.context("saved above")?;
+        let attempt_state = WorkState::load(&dir, &slug)?.context("saved as it began")?;
         if matches!(attempt_state.phase, Phase::Passed | Phase::GaveUp) {
             ended.push(ended_as(attempt.letter, &attempt_state));
         }
@@ -263,17 +258,16 @@ pub(super) fn choose(
         choice.letter
     ));
     state.nudge = None;
-    let letter = choice.letter;
+    let chosen_attempt = Attempt {
+        letter: choice.letter,
+        of: best_of.letters.len() as u32,
+    };
     best_of.choice = Some(choice);
     ctx.report.set_attempts(&key.to_string(), &best_of);
     state.best_of = Some(best_of);
     // The chosen attempt's state carries the issue from here: its cost is the issue's so far.
     let dir = ctx.state_dir();
-    let slug = Attempt {
-        letter,
-        of: best_of_len(state),
-    }
-    .slug(issue.number);
+    let slug = chosen_attempt.slug(issue.number);
     let mut chosen = WorkState::load(&dir, &slug)?.context("the chosen attempt has no state")?;
     chosen.best_of = state.best_of.clone();
     chosen.cost_usd = state.cost_usd;
@@ -282,7 +276,7 @@ pub(super) fn choose(
         false => Phase::Publish,
     };
     chosen.save(&dir)?;
-    state.phase = Phase::Chosen(letter);
+    state.phase = Phase::Chosen(chosen_attempt.letter);
     Ok(None)
 }
 
