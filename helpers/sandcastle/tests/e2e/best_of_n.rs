@@ -40,8 +40,9 @@ fn remote_branches(h: &Harness) -> String {
 
 /// Three attempts, `maxConcurrency = 2`: attempt a commits what `check` refuses and drops out after
 /// `maxIterations`; b and c pass. The choosing reviewer sees b's and c's diffs and summaries (not
-/// a's), chooses c; the chosen attempt is reviewed, and its commit alone is pushed as the issue's
-/// branch; the pull request lists all three attempts, the choice and its reasons.
+/// a's), chooses c; the chosen attempt is reviewed as any issue's work, its findings going back to
+/// c's own implementer session, and c's commits alone are pushed as the issue's branch; the pull
+/// request lists all three attempts, the choice and its reasons.
 #[test]
 fn three_attempts_one_fails_the_gate_and_the_reviewers_choice_is_pushed() {
     let Some(_docker) = docker_or_skip() else {
@@ -55,15 +56,22 @@ attempts = 3"#;
     let h = Harness::new(
         json!([
             {"match": "# Role: reviewer, choosing among attempts", "turns": [{"text": format!("Both pass. {choice}")}]},
-            approving_reviewer(),
+            {"match": "# Role: reviewer\n", "turns": [
+                {"text": "FINDING-C: c.txt needs a test."},
+                {"text": format!("Reviewed again. {COMPLETE}")}]},
             {"match": "You are attempt a of 3", "turns": [
                 commit("a.txt", "Attempt a"),
                 {"text": format!("ATTEMPT-a-SUMMARY: done. {COMPLETE}")},
-                {"text": format!("Still done. {COMPLETE}")}]},
+                {"text": format!("Still done. {COMPLETE}")},
+                {"text": format!("Done again. {COMPLETE}")}]},
             attempt('b', 3),
-            attempt('c', 3),
+            {"match": "You are attempt c of 3", "turns": [
+                commit("c.txt", "Attempt c"),
+                {"text": format!("ATTEMPT-c-SUMMARY: wrote c.txt. {COMPLETE}")},
+                commit("c_test.txt", "Test c"),
+                {"text": format!("ATTEMPT-c-FIXED: added the test. {COMPLETE}")}]},
         ]),
-        &format!("maxIterations = 2\nmaxConcurrency = 2\n{check}"),
+        &format!("maxIterations = 3\nmaxConcurrency = 2\n{check}"),
     );
     let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
     let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
@@ -105,12 +113,19 @@ attempts = 3"#;
         first.prompt
     );
 
-    // Only the chosen attempt's commit is pushed, as the issue's branch; no attempt branch is.
+    // The reviewer's findings went back to c's own implementer, resuming its session.
+    let findings = h
+        .anthropic
+        .requests()
+        .into_iter()
+        .find(|r| r.prompt.contains("You are attempt c of 3") && r.latest.contains("FINDING-C"))
+        .expect("the findings reached attempt c's implementer");
+    assert!(findings.said.contains("ATTEMPT-c-SUMMARY"), "{findings:?}");
+
+    // Only the chosen attempt's commits are pushed, as the issue's branch; no attempt branch is.
     assert_eq!(
-        h.remote_log(&format!("sandcastle/issue-{issue}"))
-            .first()
-            .map(String::as_str),
-        Some("Attempt c")
+        h.remote_log(&format!("sandcastle/issue-{issue}"))[..2],
+        ["Test c".to_string(), "Attempt c".to_string()]
     );
     let subjects = h.all_remote_subjects();
     assert!(
@@ -126,12 +141,12 @@ attempts = 3"#;
     let body = h.only_pull_body();
     for fact in [
         "3 independent attempts ran; the gate passed 2 of them.",
-        "| a | did not pass | 2 |",
+        "| a | did not pass | 3 |",
         "| b | passed on ",
         "| c (chosen) | passed on ",
         "The reviewer chose attempt c. Its reasons, as it wrote them:",
         "CHOICE-WHY: c is the clearest.",
-        "ATTEMPT-c-SUMMARY",
+        "ATTEMPT-c-FIXED",
     ] {
         assert!(body.contains(fact), "{fact}: {body}");
     }
