@@ -100,7 +100,7 @@ pub fn drive(
     state: &mut WorkState,
     sandbox: &mut dyn Sandboxed,
 ) -> Result<Outcome> {
-    let vars = vars(ctx, piece, base)?;
+    let vars = vars(ctx, piece, base, waits(piece, state))?;
     loop {
         if let Some(outcome) = budget_check(ctx, piece, state)? {
             return Ok(outcome);
@@ -222,12 +222,9 @@ fn work(
         return Ok(None);
     }
     // Without `[questions]` the agent was not taught the signal: a block is just text.
-    // A keep-green round is not held for a person: past its rounds one comment asks. Nor is one
-    // of several attempts: the others would go on without the answer.
-    let asked = match piece {
-        _ if !ctx.config.questions.enabled => None,
-        Piece::Green(..) | Piece::Attempt(..) => None,
-        Piece::Issue(_) | Piece::Pull(_) => questions::find(&outcome.result_text, piece.number()),
+    let asked = match waits(piece, state) && ctx.config.questions.enabled {
+        true => questions::find(&outcome.result_text, piece.number()),
+        false => None,
     };
     if let Some(asked) = asked {
         // A turn that asks does not count against maxIterations, nor in the report.
@@ -394,8 +391,25 @@ fn gave_up(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> 
     }))
 }
 
-/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`).
-fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, String)>> {
+/// Whether `piece`'s working agent may stop for a person's answer (with `[questions]`). A
+/// keep-green round is not held for a person: past its rounds one comment asks. Nor is an issue's
+/// attempt, or the chosen one: its issue's state, not its own, is what a pass looks at.
+fn waits(piece: &Piece, state: &WorkState) -> bool {
+    match piece {
+        Piece::Issue(_) => state.best_of.is_none(),
+        Piece::Pull(_) => true,
+        Piece::Green(..) | Piece::Attempt(..) => false,
+    }
+}
+
+/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`); the
+/// question signal is taught only where the agent `waits` for an answer.
+fn vars(
+    ctx: &Context,
+    piece: &Piece,
+    base: &str,
+    waits: bool,
+) -> Result<Vec<(&'static str, String)>> {
     Ok(match piece {
         Piece::Issue(issue) | Piece::Attempt(issue, _) => vec![
             ("ISSUE_NUMBER", issue.number.to_string()),
@@ -403,11 +417,7 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("ISSUE_BODY", issue.body.clone()),
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
-            (
-                "ASKING",
-                // One of several attempts is not held for a person: the others would go on.
-                prompts::asking(&ctx.config, issue.number, matches!(piece, Piece::Issue(_))),
-            ),
+            ("ASKING", prompts::asking(&ctx.config, issue.number, waits)),
         ],
         Piece::Pull(pull) => vec![
             ("PR_NUMBER", pull.number.to_string()),
@@ -415,7 +425,7 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
             ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
-            ("ASKING", prompts::asking(&ctx.config, pull.number, true)),
+            ("ASKING", prompts::asking(&ctx.config, pull.number, waits)),
         ],
         Piece::Green(pull, trouble) => {
             // The reviewer judges the branch against the issue it implements.
