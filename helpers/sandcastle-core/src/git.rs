@@ -1793,6 +1793,31 @@ pub(crate) mod tests {
         assert_eq!(remote.tip(branch), Some(later));
     }
 
+    /// An attempt's local branch is pushed as its issue's branch, never under its own name; its
+    /// diff against the base is what it changed, cut at the bound it is given.
+    #[test]
+    fn an_attempt_is_pushed_as_its_issues_branch_and_diffs_against_the_base() {
+        let remote = Remote::new();
+        let repo = remote
+            .repo("a.git", "sandcastle/issue-8-b")
+            .unwrap()
+            .publishing_as("sandcastle/issue-8")
+            .unwrap();
+        assert_eq!(repo.published_branch(), "sandcastle/issue-8");
+        let tip = agent_commits(&repo, &["attempt b"]);
+        repo.push(&creds("unused-token"), &tip).unwrap();
+        assert_eq!(remote.tip("sandcastle/issue-8"), Some(tip));
+        assert_eq!(remote.tip("sandcastle/issue-8-b"), None);
+
+        let (diff, cut) = repo.diff_against_base(1 << 20).unwrap();
+        assert!(!cut && diff.contains("diff --git"), "{diff}");
+        let (cut_diff, cut) = repo.diff_against_base(12).unwrap();
+        assert!(cut && diff.starts_with(&cut_diff) && cut_diff.len() <= 12);
+
+        let other = remote.repo("b.git", "sandcastle/issue-9-a").unwrap();
+        assert!(other.publishing_as("bad..name").is_err());
+    }
+
     #[test]
     fn pushing_what_the_remote_already_has_sends_nothing() {
         let remote = Remote::new();
