@@ -537,6 +537,16 @@ impl Sandboxed for WorkSandbox<'_> {
         })
     }
 
+    /// Into this work's own container (started, with its checkout, if it is not yet): the turn
+    /// that follows runs there unless another role with tools wrote in it.
+    fn add_candidates(&mut self, candidates: &[(char, &WorkRepo)]) -> Result<()> {
+        let sandbox = self.get()?;
+        for (letter, repo) in candidates {
+            checkout::add_candidate(sandbox, repo, *letter)?;
+        }
+        Ok(())
+    }
+
     /// What the last turn handed out, else with an exec of its own; without a sandbox no ask was
     /// made.
     fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {

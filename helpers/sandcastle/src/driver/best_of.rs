@@ -295,10 +295,22 @@ fn choosing_turn(
         .session(Role::Reviewer)
         .filter(|s| s.file.is_file())
         .cloned();
+    let dir = ctx.state_dir();
+    let mut repos = Vec::new();
+    for ended in best_of.ended.iter().filter(|e| e.passed) {
+        let attempt = Attempt {
+            letter: ended.letter,
+            of: best_of.letters.len() as u32,
+        };
+        let attempt_state = WorkState::load(&dir, &attempt.slug(issue.number))?
+            .context("an attempt that ended has a state")?;
+        let repo = attempt_repo(ctx, issue, attempt, base, &attempt_state)?;
+        repos.push((ended, repo, attempt_state.last_summary));
+    }
     let prompt = match (&saved, &state.nudge) {
         (Some(_), Some(correction)) => correction.clone(),
         _ => {
-            let candidates = candidates(ctx, issue, base, best_of)?;
+            let candidates = candidates(&repos)?;
             let number = issue.number.to_string();
             ctx.prompt(
                 "choose",
@@ -313,6 +325,11 @@ fn choosing_turn(
         }
     };
     let resume = saved.as_ref().filter(|_| state.nudge.is_some());
+    let checkouts: Vec<(char, &WorkRepo)> = repos
+        .iter()
+        .map(|(ended, repo, _)| (ended.letter, repo))
+        .collect();
+    sandbox.add_candidates(&checkouts)?;
     let round = best_of.bad_choices + 1;
     let turn = Turn {
         role: Role::Reviewer,
@@ -342,19 +359,11 @@ fn choosing_turn(
 /// Each passing attempt as the choosing reviewer sees it: its diff against the base and its
 /// implementer's summary (agent text, fenced as untrusted, the diff cut at [`MAX_DIFF_BYTES`]),
 /// then sandcastle's facts: the gate's result and the attempt's cost.
-fn candidates(ctx: &Context, issue: &Issue, base: &str, best_of: &BestOf) -> Result<String> {
-    let dir = ctx.state_dir();
+fn candidates(repos: &[(&Ended, WorkRepo, String)]) -> Result<String> {
     let mut texts = Vec::new();
-    for ended in best_of.ended.iter().filter(|e| e.passed) {
-        let attempt = Attempt {
-            letter: ended.letter,
-            of: best_of.letters.len() as u32,
-        };
-        let slug = attempt.slug(issue.number);
-        let state = WorkState::load(&dir, &slug)?.context("an attempt that ended has a state")?;
-        let repo = attempt_repo(ctx, issue, attempt, base, &state)?;
+    for (ended, repo, summary) in repos {
         let (diff, cut) = repo.diff_against_base(MAX_DIFF_BYTES)?;
-        texts.push((ended, diff, cut, state.last_summary));
+        texts.push((*ended, diff, cut, summary));
     }
     let all: Vec<&str> = texts
         .iter()
@@ -365,7 +374,7 @@ fn candidates(ctx: &Context, issue: &Issue, base: &str, best_of: &BestOf) -> Res
     for (ended, diff, cut, summary) in &texts {
         let letter = ended.letter;
         text += &format!(
-            "### Attempt {letter}\n\n{} Its turns cost ${:.2} over {} iteration(s).\n\nIts diff{}:\n\n{}\n\nIts implementer's summary:\n\n{}\n\n",
+            "### Attempt {letter}\n\n{} Its turns cost ${:.2} over {} iteration(s). Its checkout: `~/attempts/{letter}` (read-only).\n\nIts diff{}:\n\n{}\n\nIts implementer's summary:\n\n{}\n\n",
             match &ended.commit {
                 Some(commit) => format!("`check` passed on {commit}."),
                 None => "`check` passed.".to_string(),

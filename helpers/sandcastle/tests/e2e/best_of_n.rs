@@ -55,7 +55,9 @@ attempts = 3"#;
     let choice = r#"<choice>{"attempt": "c", "why": "CHOICE-WHY: c is the clearest."}</choice>"#;
     let h = Harness::new(
         json!([
-            {"match": "# Role: reviewer, choosing among attempts", "turns": [{"text": format!("Both pass. {choice}")}]},
+            {"match": "# Role: reviewer, choosing among attempts", "turns": [
+                {"bash": "cat ~/attempts/b/b.txt ~/attempts/c/c.txt; { echo x > ~/attempts/c/c.txt; } 2>/dev/null || echo READ-ONLY-$((1+1)); test -e ~/attempts/a || echo NO-A-$((1+1))", "description": "read the candidates"},
+                {"text": format!("Both pass. {choice}")}]},
             {"match": "# Role: reviewer\n", "turns": [
                 {"text": "FINDING-C: c.txt needs a test."},
                 {"text": format!("Reviewed again. {COMPLETE}")}]},
@@ -107,6 +109,14 @@ attempts = 3"#;
         assert!(first.prompt.contains(seen), "{seen}: {}", first.prompt);
     }
     assert!(!first.prompt.contains("### Attempt a"), "{}", first.prompt);
+    // Its container held the passing attempts' checkouts, read-only, and not a's.
+    let choosing_transcript = h.transcript(&format!("/issue-{issue}/reviewer-1.jsonl"));
+    for seen in ["b.txt\\nc.txt", "READ-ONLY-2", "NO-A-2"] {
+        assert!(
+            choosing_transcript.contains(seen),
+            "{seen}: {choosing_transcript}"
+        );
+    }
     assert!(
         !first.prompt.contains("ATTEMPT-a-SUMMARY"),
         "{}",
