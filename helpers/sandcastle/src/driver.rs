@@ -31,6 +31,17 @@ mod best_of;
 
 /// Works on `piece` from its saved state (or afresh) until it is published or given up.
 pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
+    work_under(ctx, piece, base, None)
+}
+
+/// As [`work_on`], its proxy under `shared` when several works spend one budget (an issue's
+/// attempts), else under its own.
+fn work_under(
+    ctx: &Context,
+    piece: &Piece,
+    base: &str,
+    shared: Option<&Budget>,
+) -> Result<Outcome> {
     let key = piece.key();
     let slug = piece.slug();
     let saved = match piece {
@@ -73,9 +84,13 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         green::begin(ctx, pull.number, trouble)?;
     }
     let repo = repo.starting_at(state.start_commit.as_deref().expect("set above"));
-    let budget = Budget {
-        spent: spent(ctx, piece, &state)?,
-        limit: ctx.config.budget.max_cost_per_issue,
+    let budget = match shared {
+        Some(shared) => shared.clone(),
+        None => Budget {
+            spent: state.cost_usd,
+            limit: ctx.config.budget.max_cost_per_issue,
+            shared: None,
+        },
     };
     let mut sandbox = WorkSandbox::new(ctx, key, &repo)
         .with_env(&outbox::sandbox_env(ctx, key, &state))

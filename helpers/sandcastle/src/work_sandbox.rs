@@ -140,7 +140,10 @@ impl<'a> WorkSandbox<'a> {
     /// agent's and the gate's), so its meter and budget span them all.
     fn open_proxy(&mut self) -> Result<&WorkProxy> {
         if self.proxy.is_none() {
-            let proxy = self.ctx.proxy.open(&self.key.to_string(), self.budget)?;
+            let proxy = self
+                .ctx
+                .proxy
+                .open(&self.key.to_string(), self.budget.clone())?;
             self.proxy = Some(Arc::new(proxy));
         }
         Ok(self.proxy.as_deref().expect("opened above"))

@@ -6,7 +6,7 @@
 //! the gate passed (`Phase::Choose`, a strict `<choice>`), and the chosen attempt goes on as the
 //! issue's work (`Phase::Chosen`): reviewed as any issue's, its findings back to its own
 //! implementer's session, published as `sandcastle/issue-N`.
-use super::{Step, drive, work_on};
+use super::{Step, drive, work_under};
 use crate::context::Context;
 use crate::outbox;
 use crate::piece::{Attempt, Piece};
@@ -23,7 +23,7 @@ use sandcastle_core::forge::Issue;
 use sandcastle_core::forge_text::Fence;
 use sandcastle_core::git::WorkRepo;
 use sandcastle_core::plan::branch_for;
-use sandcastle_core::proxy::Budget;
+use sandcastle_core::proxy::{Budget, SharedSpend};
 use sandcastle_core::role::{Role, WorkKey};
 
 /// The label that sets an issue's attempts: `attempts-3`.
@@ -147,9 +147,16 @@ pub(super) fn attempts(
         .iter()
         .map(|attempt| Piece::Attempt(issue, *attempt))
         .collect();
+    // One ledger in the proxy for every attempt's requests, side by side, against the issue's
+    // budget and what the issue had spent before.
+    let budget = Budget {
+        spent: spent(ctx, issue.number)?,
+        limit: ctx.config.budget.max_cost_per_issue,
+        shared: Some(SharedSpend::default()),
+    };
     let workers = ctx.config.max_concurrency as usize;
     let outcomes = pool(&pieces, workers, &|| ctx.is_stopping(), &|piece| {
-        work_on(ctx, piece, base)
+        work_under(ctx, piece, base, Some(&budget))
     });
     let mut ended = Vec::new();
     for attempt in &attempts {
@@ -440,6 +447,7 @@ pub(super) fn chosen(
     let budget = Budget {
         spent: chosen.cost_usd,
         limit: ctx.config.budget.max_cost_per_issue,
+        shared: None,
     };
     let mut sandbox = WorkSandbox::new(ctx, key, &repo)
         .for_attempt(&slug, &format!("{key} attempt {letter}"))
