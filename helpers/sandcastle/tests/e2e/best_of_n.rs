@@ -369,3 +369,93 @@ fn a_kill_during_the_attempts_resumes_without_starting_them_twice() {
     );
     assert!(body.contains("| b (chosen) |"), "{body}");
 }
+
+/// The attempt `letter` of `of` whose commit `check` refuses (`maxIterations = 1`): it drops out.
+fn refused_attempt(letter: char, of: u32) -> Value {
+    json!({"match": format!("You are attempt {letter} of {of}"), "turns": [
+        commit("refused.txt", &format!("Attempt {letter}")),
+        {"text": format!("Done. {COMPLETE}")}]})
+}
+
+const REFUSING_CHECK: &str = r#"maxIterations = 1
+[commands]
+check = [["sh", "-c", "test ! -f refused.txt"]]
+[implement]
+attempts = 2"#;
+
+/// Two attempts, one of which the gate passes: it is chosen without a choosing turn, reviewed and
+/// pushed, and the pull request says it was the only one.
+#[test]
+fn a_single_passing_attempt_is_chosen_without_a_turn() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            approving_reviewer(),
+            refused_attempt('a', 2),
+            attempt('b', 2)
+        ]),
+        REFUSING_CHECK,
+    );
+    let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(choosing_requests(&h).is_empty());
+    assert_eq!(
+        h.remote_log(&format!("sandcastle/issue-{issue}"))
+            .first()
+            .map(String::as_str),
+        Some("Attempt b")
+    );
+    let body = h.only_pull_body();
+    assert!(body.contains("| a | did not pass | 1 |"), "{body}");
+    assert!(
+        body.contains("Attempt b was the only one the gate passed."),
+        "{body}"
+    );
+}
+
+/// Two attempts the gate refuses: the issue is given up with one comment on both, and nothing is
+/// pushed.
+#[test]
+fn when_no_attempt_passes_one_comment_lists_them_all() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([refused_attempt('a', 2), refused_attempt('b', 2)]),
+        REFUSING_CHECK,
+    );
+    let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(h.pulls().is_empty());
+    assert!(
+        h.all_remote_subjects()
+            .iter()
+            .all(|s| !s.starts_with("Attempt"))
+    );
+    let comments = h.comments_of(issue);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    for said in [
+        "sandcastle did not complete this: none of its 2 attempts passed the gate.",
+        "2 independent attempts ran; the gate passed 0 of them.",
+        "| a | did not pass | 1 |",
+        "| b | did not pass | 1 |",
+    ] {
+        assert!(comments[0].contains(said), "{said}: {}", comments[0]);
+    }
+    assert!(
+        h.labels_of(issue).contains(&"ready-for-agent".to_string()),
+        "labels kept"
+    );
+}
