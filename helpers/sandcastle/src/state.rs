@@ -258,10 +258,18 @@ impl WorkState {
     }
 
     /// Every saved state whose work still has something to tell the forge: half-published work,
-    /// and work given up whose comment is not known to be posted.
+    /// and work given up whose comment is not known to be posted; an issue carried by its chosen
+    /// attempt (best of N) when that attempt is so.
     pub fn unpublished(dir: &Path) -> Result<Vec<WorkState>> {
-        Self::all_where(dir, |state| {
+        let telling = |state: &WorkState| {
             state.phase == Phase::Publish || (state.phase == Phase::GaveUp && !state.told_forge)
+        };
+        Self::all_where(dir, |state| match state.phase {
+            Phase::Chosen(letter) => Self::load(dir, &format!("{}-{letter}", state.slug))
+                .ok()
+                .flatten()
+                .is_some_and(|chosen| telling(&chosen)),
+            _ => telling(state),
         })
     }
 

@@ -459,3 +459,63 @@ fn when_no_attempt_passes_one_comment_lists_them_all() {
         "labels kept"
     );
 }
+
+/// Killed between opening the chosen attempt's pull request and labelling it (held there by a
+/// `Retry-After`): the next run finishes publishing it first, as it does for any issue, though
+/// the issue's own state says only which attempt carries it.
+#[test]
+fn a_chosen_attempt_killed_half_published_is_finished_by_the_next_run() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            approving_reviewer(),
+            refused_attempt('a', 2),
+            attempt('b', 2)
+        ]),
+        REFUSING_CHECK,
+    );
+    let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
+    h.forge
+        .inject_faults(
+            "POST /repos/{owner}/{repo}/issues/{index}/labels",
+            1,
+            fake_forge::Fault {
+                status: 429,
+                retry_after: Some(30),
+            },
+        )
+        .unwrap();
+    let mut run = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while h.forge.pending_faults() > 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the labels were never asked for"
+        );
+        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let pull = h.pulls()[0]["number"].as_u64().unwrap();
+    assert!(h.labels_of(pull).is_empty(), "killed before the labels");
+    let requests = h.anthropic.requests().len();
+
+    let again = h.sandcastle(&["run", "--once"]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(h.pulls().len(), 1);
+    assert_eq!(h.labels_of(pull), ["ready-for-human"]);
+    assert_eq!(h.labels_of(issue), ["in-review"]);
+    assert_eq!(h.anthropic.requests().len(), requests, "no agent ran again");
+}
