@@ -6,8 +6,22 @@ use serde_json::{Value, json};
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 
+/// A commit of `file`; the command also prints the sandbox's model key and container name.
 fn commit(file: &str, message: &str) -> Value {
-    json!({"bash": format!("echo {file} > {file} && git add {file} && git commit -qm '{message}'"), "description": "commit"})
+    json!({"bash": format!("echo KEY-$ANTHROPIC_API_KEY HOST-$(cat /etc/hostname); echo {file} > {file} && git add {file} && git commit -qm '{message}'"), "description": "commit"})
+}
+
+/// What `commit` printed in `transcript` after `marker` (`KEY-`, `HOST-`): one word.
+fn printed<'t>(transcript: &'t str, marker: &str) -> &'t str {
+    let at = transcript
+        .match_indices(marker)
+        .map(|(at, _)| at + marker.len())
+        .find(|&at| !transcript[at..].starts_with('$'))
+        .unwrap_or_else(|| panic!("no {marker} printed: {transcript}"));
+    let word = &transcript[at..];
+    &word[..word
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+        .unwrap_or(word.len())]
 }
 
 /// The attempt `letter`'s implementer: one commit of its own, then done.
@@ -94,6 +108,23 @@ attempts = 3"#;
         stderr.contains("2 of 3 attempts passed the gate (b, c)"),
         "{stderr}"
     );
+    // Each attempt had a container and a proxy key of its own.
+    let (mut keys, mut hosts) = (Vec::new(), Vec::new());
+    for letter in ['a', 'b', 'c'] {
+        let transcript = h.transcript(&format!("/issue-{issue}-{letter}/implementer-1.jsonl"));
+        keys.push(printed(&transcript, "KEY-").to_string());
+        hosts.push(printed(&transcript, "HOST-").to_string());
+    }
+    assert!(
+        keys.iter().all(|k| k.starts_with("sandcastle-work-")),
+        "{keys:?}"
+    );
+    for seen in [&keys, &hosts] {
+        let mut distinct = seen.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "{seen:?}");
+    }
 
     // The choosing reviewer saw the passing attempts only: diffs, summaries, gate and cost.
     let choosing = choosing_requests(&h);
