@@ -45,6 +45,7 @@ pub struct Config {
     pub commands: Commands,
     pub sandbox: Sandbox,
     pub review: Review,
+    pub implement: Implement,
     pub budget: Budget,
     pub cluster: Cluster,
     pub questions: Questions,
@@ -52,6 +53,18 @@ pub struct Config {
     pub clarify: Clarify,
     pub publish: Publish,
     pub autopilot: Autopilot,
+}
+
+/// The most attempts one issue may get: `[implement] attempts`, and an issue's own override.
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// How an issue is implemented.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Implement {
+    /// Independent implementers per issue (1 to [`MAX_ATTEMPTS`]); the reviewer chooses among
+    /// those the gate passed.
+    pub attempts: u32,
 }
 
 /// Keeping sandcastle's own pull requests mergeable: failing CI and merge conflicts go back to the

@@ -9,8 +9,8 @@ use toml_edit::{Item, TableLike, Value};
 use self::Omitted::{Otherwise, Same};
 use crate::source::Source;
 use crate::{
-    Asks, Budget, Cluster, Commands, Config, ConfigError, Egress, Handler, Network, Publish,
-    Review, defaults, forge, image, mounts, suggest,
+    Asks, Budget, Cluster, Commands, Config, ConfigError, Egress, Handler, Implement, MAX_ATTEMPTS,
+    Network, Publish, Review, defaults, forge, image, mounts, suggest,
 };
 
 /// Top-level keys read by hand before [`KEYS`], in this order (a config wrong in several fails on
@@ -30,6 +30,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "commands",
     "sandbox",
     "review",
+    "implement",
     "budget",
     "cluster",
     "questions",
@@ -84,6 +85,8 @@ pub(crate) const KEYS: &[Key] = &[
         "the hosts a sandbox may reach through the proxy (`HTTPS_PROXY`/`HTTP_PROXY`); without a port, 443 and 80. With a `FORGEJO_AGENT_TOKEN`, `tea` reaches the forge as `http://forge.sandcastle.invalid`, whatever this says; the Rust template allows `index.crates.io` and `static.crates.io`. See [egress](network.md#egress)"),
     key("sandbox",   "runtime",              "\"runsc\"",               Otherwise("the engine's default"),    As::Runtime(|c, v| c.sandbox.runtime = Some(v)),
         "`docker run --runtime`: the OCI runtime every sandbox runs under, gates and warm-ups included; `\"runsc\"` is gVisor, a user-space kernel between the agent and the host's (it does not run sandcastle's turns yet). The engine must know it (`runtimes` in `/etc/docker/daemon.json`); the start line and `doctor` say which runtime sandboxes use. See [gVisor](security.md#gvisor-a-kernel-of-its-own)"),
+    key("implement", "attempts",             "3",                       Same("1"),                            As::Attempts(|c, v| c.implement.attempts = v),
+        "independent implementers per issue, each in its own sandbox and branch; the attempts the gate passes go to the reviewer, which chooses one (see [best of N](pull-requests.md#best-of-n-several-attempts-at-one-issue)); an issue's `attempts-N` label or `sandcastle-attempts: N` line overrides it"),
     key("budget",    "maxCostPerIssue",      "5.0",                     Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_issue = Some(v)),
         "what the model proxy metered from the API's own answers: checked before every agent turn (a piece of work that has cost this much stops with one comment, like work given up), and by the proxy before every model request (past it, the request gets an error Claude Code shows, which ends the turn)"),
     key("budget",    "maxCostPerRun",        "50",                      Otherwise("none"),                    As::Dollars(|c, v| c.budget.max_cost_per_run = Some(v)),
@@ -197,6 +200,7 @@ pub(crate) enum Omitted {
 pub(crate) enum As {
     Word(fn(&mut Config, String)),
     Count(fn(&mut Config, u32)),
+    Attempts(fn(&mut Config, u32)),
     Dollars(fn(&mut Config, f64)),
     Fraction(fn(&mut Config, f64)),
     Boolean(fn(&mut Config, bool)),
@@ -219,6 +223,7 @@ impl As {
         match self {
             As::Word(_) => "string without spaces",
             As::Count(_) => "integer ≥ 1",
+            As::Attempts(_) => "integer from 1 to 4",
             As::Dollars(_) => "number of US dollars above 0",
             As::Fraction(_) => "number from 0 to 1",
             As::Boolean(_) => "boolean",
@@ -336,6 +341,7 @@ fn identity_and_defaults(top: &Section) -> Result<Config, ConfigError> {
             enabled: true,
             rounds: defaults::REVIEW_ROUNDS,
         },
+        implement: Implement { attempts: 1 },
         budget: Budget::default(),
         cluster: Cluster::default(),
         questions: defaults::questions(),
@@ -353,6 +359,7 @@ impl Key {
         match self.read {
             As::Word(set) => store(config, set, table.word(key, example)?),
             As::Count(set) => store(config, set, table.count(key, example)?),
+            As::Attempts(set) => store(config, set, table.attempts(key, example)?),
             As::Dollars(set) => store(config, set, table.dollars(key, example)?),
             As::Fraction(set) => store(config, set, table.fraction(key, example)?),
             As::Boolean(set) => store(config, set, table.boolean(key, example)?),
@@ -510,6 +517,27 @@ impl<'a> Section<'a> {
         u32::try_from(number)
             .map(Some)
             .map_err(|_| out_of_range(&format!("at most {}", u32::MAX)))
+    }
+
+    /// A count of attempts at one issue, from 1 to [`MAX_ATTEMPTS`].
+    fn attempts(&self, key: &str, example: &str) -> Result<Option<u32>, ConfigError> {
+        let Some(count) = self.count(key, example)? else {
+            return Ok(None);
+        };
+        if count <= MAX_ATTEMPTS {
+            return Ok(Some(count));
+        }
+        let span = self
+            .value(key, example, "an integer")?
+            .map(|(_, span)| span);
+        Err(self.source.error(
+            span.flatten(),
+            format!(
+                "`{}` must be at most {MAX_ATTEMPTS}, found {count}; write e.g. {}",
+                self.qualified(key),
+                self.assignment(key, example)
+            ),
+        ))
     }
 
     /// An amount of US dollars above zero, written as an integer or a decimal.

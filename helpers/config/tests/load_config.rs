@@ -72,6 +72,7 @@ fn defaults() -> Value {
         },
         "sandbox": { "network": "none", "memory": "4g", "pidsLimit": 1024, "mounts": [], "turnTimeout": "1h", "egress": [], "runtime": null },
         "review": { "enabled": true, "rounds": 2 },
+        "implement": { "attempts": 1 },
         "budget": { "maxCostPerIssue": null, "maxCostPerRun": null },
         "cluster": { "id": null, "leaseTtl": "10m" },
         "questions": {
@@ -153,6 +154,8 @@ timeout = "1m"
 enabled = false
 ciRounds = 3
 conflictRounds = 1
+[implement]
+attempts = 3
 [publish]
 allowWorkflowChanges = true
 "#;
@@ -185,6 +188,7 @@ allowWorkflowChanges = true
                 "runtime": "runsc",
             },
             "review": { "enabled": false, "rounds": 3 },
+            "implement": { "attempts": 3 },
             "budget": { "maxCostPerIssue": 2.5, "maxCostPerRun": 20.0 },
             "cluster": { "id": "builder-2", "leaseTtl": "1m 30s" },
             "questions": {
@@ -348,6 +352,14 @@ fn each_error_class_is_one_line_with_location_and_fix() {
             "4:11: `clarify.enabled` must be true or false, found a string; write e.g. `enabled = true` in [clarify]",
         ),
         (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[implement]\nattempts = 5\n",
+            "4:12: `implement.attempts` must be at most 4, found 5; write e.g. `attempts = 3` in [implement]",
+        ),
+        (
+            "repo = \"a/b\"\nforgeHost = \"x\"\n[implement]\nattempts = 0\n",
+            "4:12: `implement.attempts` must be at least 1, found 0; write e.g. `attempts = 3` in [implement]",
+        ),
+        (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[autopilot]\nciRounds = 0\n",
             "4:12: `autopilot.ciRounds` must be at least 1, found 0; write e.g. `ciRounds = 2` in [autopilot]",
         ),
@@ -416,7 +428,7 @@ fn each_error_class_is_one_line_with_location_and_fix() {
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\ncolour = \"blue\"\n",
             "3:1: unknown key `colour`; the known keys are `repo`, `forgeHost`, `imageName`, `maxIterations`, \
-             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `budget`, `cluster`, `questions`, `asks`, `clarify`, `autopilot`, `publish`",
+             `maxConcurrency`, `idleTimeout`, `pollInterval`, `models`, `commands`, `sandbox`, `review`, `implement`, `budget`, `cluster`, `questions`, `asks`, `clarify`, `autopilot`, `publish`",
         ),
         (
             "repo = \"a/b\"\nforgeHost = \"x\"\n[models]\nplanner = \"x\"\nmaxConcurrency = 2\n",

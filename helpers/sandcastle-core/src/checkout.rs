@@ -85,6 +85,41 @@ git read-tree --reset -u refs/sandcastle/snapshot
 git reset --quiet
 git update-ref -d refs/sandcastle/snapshot"#;
 
+/// `sh -c CANDIDATE sh <workspace> <branch> <letter>` with a seed bundle of an attempt's work
+/// repository on stdin: its branch fetched into the checkout and checked out, detached, at
+/// `~/attempts/<letter>` (made afresh), its files read-only; what the choosing reviewer reads.
+const CANDIDATE: &str = r#"set -eu
+workspace=$1 branch=$2 dir="$HOME/attempts/$3"
+bundle=$(mktemp)
+cat > "$bundle"
+cd "$workspace"
+git fetch --quiet --no-write-fetch-head "$bundle" "+refs/heads/$branch:refs/attempts/$3"
+rm -f "$bundle"
+if [ -e "$dir" ]; then chmod -R u+w "$dir"; rm -rf "$dir"; fi
+git worktree prune
+mkdir -p "$HOME/attempts"
+git worktree add --quiet --detach "$dir" "refs/attempts/$3"
+chmod -R a-w "$dir""#;
+
+/// Puts a checkout of `repo`'s work branch (an issue's attempt, `letter`) beside the sandbox's
+/// own, read-only, at `~/attempts/<letter>`: the host only makes the bundle from its own
+/// repository; git in the sandbox reads it, and nothing of it comes back.
+pub fn add_candidate(sandbox: &Sandbox, repo: &WorkRepo, letter: char) -> Result<()> {
+    let bundle = repo.scratch_file()?;
+    repo.seed_bundle(bundle.path())?;
+    let letter = letter.to_string();
+    let argv = [
+        "sh",
+        "-c",
+        CANDIDATE,
+        "sh",
+        WORKSPACE,
+        &repo.branch,
+        &letter,
+    ];
+    run_fed(sandbox, &argv, bundle.path(), "add an attempt's checkout")
+}
+
 /// Makes the agent's checkout of `repo`'s work branch in the sandbox, in one `docker exec`.
 pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
     seed_with(sandbox, repo, remote, SEED)

@@ -133,6 +133,9 @@ pub struct WorkRepo {
     /// The commit the work started from (`starting_at`); every commit taken in must descend from
     /// it. Unset: `origin/<base>`.
     start: Option<String>,
+    /// The remote branch a push goes to (`publishing_as`: an issue's chosen attempt); unset:
+    /// `branch`.
+    published_as: Option<String>,
 }
 
 /// What became of the commits a sandbox handed out.
@@ -167,6 +170,7 @@ impl WorkRepo {
             branch: branch.to_string(),
             base: base.to_string(),
             start: None,
+            published_as: None,
         };
         let prepared = if created {
             repo.create()
@@ -189,6 +193,48 @@ impl WorkRepo {
     pub fn starting_at(mut self, start: &str) -> WorkRepo {
         self.start = Some(start.to_string());
         self
+    }
+
+    /// Pushes go to the remote's `branch` instead of the work branch's own name: an attempt's
+    /// local branch (`sandcastle/issue-N-b`) is published as its issue's.
+    pub fn publishing_as(mut self, branch: &str) -> Result<WorkRepo> {
+        check_branch_name(branch)?;
+        self.published_as = Some(branch.to_string());
+        Ok(self)
+    }
+
+    /// The remote branch a push goes to.
+    pub fn published_branch(&self) -> &str {
+        self.published_as.as_deref().unwrap_or(&self.branch)
+    }
+
+    /// What the work changes against the base branch (`git diff origin/<base>...<tip>`), cut at
+    /// `max_bytes` (on a character boundary); whether it was cut. Agent text, bounded by git's
+    /// output limit before it is read and by `max_bytes` after.
+    pub fn diff_against_base(&self, max_bytes: usize) -> Result<(String, bool)> {
+        let range = format!("{}...refs/heads/{}", self.fetched_base(), self.branch);
+        let args = [
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--stat",
+            "--patch",
+            "--end-of-options",
+            &range,
+            "--",
+        ];
+        let out = self.git().finish(&args, "diff")?;
+        let bytes = self.git().checked(out, "diff")?;
+        let text = String::from_utf8_lossy(&bytes);
+        if text.len() <= max_bytes {
+            return Ok((text.into_owned(), false));
+        }
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Ok((text[..end].to_string(), true))
     }
 
     fn git(&self) -> Git<'_> {
@@ -687,11 +733,11 @@ impl WorkRepo {
         Ok(None)
     }
 
-    /// Pushes `commit`, which must be the work branch's tip, to `refs/heads/<branch>` on the
+    /// Pushes `commit`, which must be the work branch's tip, to `refs/heads/<published_branch>` on the
     /// remote URL: the commit the caller checked (the gate's), never whatever the branch is at by
     /// then. A no-op when the remote already has that commit.
     pub fn push(&self, creds: &Credentials, commit: &str) -> Result<()> {
-        let (branch, url) = (&self.branch, &self.remote);
+        let (branch, url) = (self.published_branch(), &self.remote);
         let fail = |e: anyhow::Error| anyhow!("push of {branch} to {url} failed: {e:#}");
         let head = self.tip()?;
         if head != commit {
@@ -1745,6 +1791,31 @@ pub(crate) mod tests {
         assert_eq!(remote.tip(branch), None, "nothing was pushed");
         repo.push(&creds("unused-token"), &later).unwrap();
         assert_eq!(remote.tip(branch), Some(later));
+    }
+
+    /// An attempt's local branch is pushed as its issue's branch, never under its own name; its
+    /// diff against the base is what it changed, cut at the bound it is given.
+    #[test]
+    fn an_attempt_is_pushed_as_its_issues_branch_and_diffs_against_the_base() {
+        let remote = Remote::new();
+        let repo = remote
+            .repo("a.git", "sandcastle/issue-8-b")
+            .unwrap()
+            .publishing_as("sandcastle/issue-8")
+            .unwrap();
+        assert_eq!(repo.published_branch(), "sandcastle/issue-8");
+        let tip = agent_commits(&repo, &["attempt b"]);
+        repo.push(&creds("unused-token"), &tip).unwrap();
+        assert_eq!(remote.tip("sandcastle/issue-8"), Some(tip));
+        assert_eq!(remote.tip("sandcastle/issue-8-b"), None);
+
+        let (diff, cut) = repo.diff_against_base(1 << 20).unwrap();
+        assert!(!cut && diff.contains("diff --git"), "{diff}");
+        let (cut_diff, cut) = repo.diff_against_base(12).unwrap();
+        assert!(cut && diff.starts_with(&cut_diff) && cut_diff.len() <= 12);
+
+        let other = remote.repo("b.git", "sandcastle/issue-9-a").unwrap();
+        assert!(other.publishing_as("bad..name").is_err());
     }
 
     #[test]

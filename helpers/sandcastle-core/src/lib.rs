@@ -8,6 +8,7 @@ pub mod ask;
 pub mod ask_relay;
 pub mod assessment;
 pub mod checkout;
+pub mod choice;
 pub mod claims;
 pub mod deadline;
 pub mod forge;

@@ -245,10 +245,24 @@ struct RunMeter {
 
 /// What a work had spent before its socket opened (in earlier runs too), against
 /// `[budget] maxCostPerIssue`; no limit for work that is no issue's (the planner).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct Budget {
     pub spent: f64,
     pub limit: Option<f64>,
+    /// Several works under one budget (an issue's attempts, side by side): what they spend and
+    /// hold is one ledger, against `spent` (what they had spent before it) and `limit`, so their
+    /// requests together never pass it. `None`: the work's own.
+    pub shared: Option<SharedSpend>,
+}
+
+/// One ledger for several works' sockets (`Budget::shared`).
+#[derive(Clone, Default)]
+pub struct SharedSpend(Arc<Mutex<Ledger>>);
+
+impl SharedSpend {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Proxy {
@@ -432,7 +446,7 @@ struct Work {
 
 #[derive(Default)]
 struct WorkMeter {
-    /// Spent and held since the socket opened.
+    /// Spent and held since the socket opened (unless the budget is shared).
     ledger: Ledger,
     /// Since the host last took it (`WorkProxy::take_usage`).
     unread: Usage,
@@ -444,10 +458,13 @@ impl Work {
     /// Claude Code retries).
     fn reserve(self: &Arc<Work>, worst: f64) -> Result<Reservation, Refusal> {
         let mut meter = self.meter.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = self.budget.shared.as_ref().map(SharedSpend::lock);
         let mut run = self.run.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        let own = meter
-            .ledger
-            .verdict(self.budget.spent, self.budget.limit, worst);
+        let ledger = match shared.as_deref_mut() {
+            Some(shared) => shared,
+            None => &mut meter.ledger,
+        };
+        let own = ledger.verdict(self.budget.spent, self.budget.limit, worst);
         let whole = run.verdict(0.0, self.run.limit, worst);
         let limit = |limit: Option<f64>| limit.unwrap_or_default();
         match (own, whole) {
@@ -482,7 +499,7 @@ impl Work {
                 Err(refused)
             }
             (Verdict::Go, Verdict::Go) => {
-                meter.ledger.reserve(worst);
+                ledger.reserve(worst);
                 run.reserve(worst);
                 Ok(Reservation::held(Arc::clone(self), worst))
             }
@@ -492,7 +509,10 @@ impl Work {
     /// A request reserved at `worst` ends, charged `usage`.
     fn settle(&self, worst: f64, usage: &Usage) {
         let mut meter = self.meter.lock().unwrap_or_else(|e| e.into_inner());
-        meter.ledger.settle(worst, usage.cost_usd);
+        match &self.budget.shared {
+            Some(shared) => shared.lock().settle(worst, usage.cost_usd),
+            None => meter.ledger.settle(worst, usage.cost_usd),
+        }
         meter.unread.add(usage);
         let mut run = self.run.ledger.lock().unwrap_or_else(|e| e.into_inner());
         run.settle(worst, usage.cost_usd);

@@ -27,11 +27,29 @@ use sandcastle_core::proxy::Budget;
 use sandcastle_core::questions::{self, BadQuestions, Questions};
 use sandcastle_core::role::{Role, WorkKey};
 
+mod best_of;
+
 /// Works on `piece` from its saved state (or afresh) until it is published or given up.
 pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
+    work_under(ctx, piece, base, None)
+}
+
+/// As [`work_on`], its proxy under `shared` when several works spend one budget (an issue's
+/// attempts), else under its own.
+fn work_under(
+    ctx: &Context,
+    piece: &Piece,
+    base: &str,
+    shared: Option<&Budget>,
+) -> Result<Outcome> {
     let key = piece.key();
-    let slug = key.slug();
-    let mut state = match WorkState::resume(&ctx.state_dir(), &slug)? {
+    let slug = piece.slug();
+    let saved = match piece {
+        // An attempt that ended stays ended: its issue's barrier reads it.
+        Piece::Attempt(..) => WorkState::load(&ctx.state_dir(), &slug)?,
+        _ => WorkState::resume(&ctx.state_dir(), &slug)?,
+    };
+    let mut state = match saved {
         Some(state) => {
             ctx.progress.note(&format!(
                 "{key}: resuming saved work ({} phase)",
@@ -45,7 +63,7 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
             match piece {
                 Piece::Issue(_) => state.phase = Phase::Clarify,
                 Piece::Green(_, trouble) => state.green = Some((*trouble).clone()),
-                Piece::Pull(_) => {}
+                Piece::Pull(_) | Piece::Attempt(..) => {}
             }
             state
         }
@@ -66,13 +84,20 @@ pub fn work_on(ctx: &Context, piece: &Piece, base: &str) -> Result<Outcome> {
         green::begin(ctx, pull.number, trouble)?;
     }
     let repo = repo.starting_at(state.start_commit.as_deref().expect("set above"));
-    let budget = Budget {
-        spent: state.cost_usd,
-        limit: ctx.config.budget.max_cost_per_issue,
+    let budget = match shared {
+        Some(shared) => shared.clone(),
+        None => Budget {
+            spent: state.cost_usd,
+            limit: ctx.config.budget.max_cost_per_issue,
+            shared: None,
+        },
     };
     let mut sandbox = WorkSandbox::new(ctx, key, &repo)
         .with_env(&outbox::sandbox_env(ctx, key, &state))
         .with_budget(budget);
+    if let Piece::Attempt(_, attempt) = piece {
+        sandbox = sandbox.for_attempt(&slug, &format!("{key} attempt {}", attempt.letter));
+    }
     drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
 }
 
@@ -90,19 +115,40 @@ pub fn drive(
     state: &mut WorkState,
     sandbox: &mut dyn Sandboxed,
 ) -> Result<Outcome> {
-    let vars = vars(ctx, piece, base)?;
+    let vars = vars(ctx, piece, base, waits(piece, state))?;
     loop {
-        if let Some(outcome) = budget_check(ctx, piece.key(), state)? {
+        if let Some(outcome) = budget_check(ctx, piece, state)? {
             return Ok(outcome);
         }
-        let step = match state.phase {
-            Phase::Clarify => clarify(ctx, piece, state, sandbox)?,
-            Phase::Work => work(ctx, piece, repo, &vars, state, sandbox)?,
-            Phase::Review => review(ctx, piece, repo, base, &vars, state, sandbox)?,
-            Phase::Waiting(_) => waiting(ctx, piece, state)?,
-            Phase::Publish => publish(ctx, piece, repo, base, state, sandbox)?,
-            Phase::Done => done(piece, state),
-            Phase::GaveUp => gave_up(ctx, piece, state)?,
+        // The phase is matched by value: a step changes the state it carries.
+        let step = match (state.phase.clone(), piece) {
+            (Phase::Clarify, _) => clarify(ctx, piece, state, sandbox)?,
+            (Phase::Work, _) => {
+                let began = match piece {
+                    Piece::Issue(issue) => best_of::begin(ctx, issue, state)?,
+                    _ => false,
+                };
+                match began {
+                    true => None,
+                    false => work(ctx, piece, repo, &vars, state, sandbox)?,
+                }
+            }
+            (Phase::Review, _) => review(ctx, piece, repo, base, &vars, state, sandbox)?,
+            (Phase::Waiting(_), _) => waiting(ctx, piece, state)?,
+            (Phase::Attempts, Piece::Issue(issue)) => best_of::attempts(ctx, issue, base, state)?,
+            (Phase::Choose, Piece::Issue(issue)) => {
+                best_of::choose(ctx, issue, base, state, sandbox)?
+            }
+            (Phase::Chosen(letter), Piece::Issue(issue)) => {
+                best_of::chosen(ctx, issue, base, state, letter)?
+            }
+            (Phase::Attempts | Phase::Choose | Phase::Chosen(_), _) => {
+                bail!("{}: only an issue has attempts", piece.key())
+            }
+            (Phase::Passed, _) => Some(Outcome::Passed),
+            (Phase::Publish, _) => publish(ctx, piece, repo, base, state, sandbox)?,
+            (Phase::Done, _) => done(piece, state),
+            (Phase::GaveUp, _) => gave_up(ctx, piece, state)?,
         };
         state.save(&ctx.state_dir())?;
         if let Some(outcome) = step {
@@ -113,11 +159,15 @@ pub fn drive(
 
 /// Before a phase that starts an agent turn: this work's spent budget gives it up; the run's
 /// stops it for this run (one comment; a later run goes on).
-fn budget_check(ctx: &Context, key: WorkKey, state: &mut WorkState) -> Result<Step> {
-    if !matches!(state.phase, Phase::Clarify | Phase::Work | Phase::Review) {
+fn budget_check(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> {
+    if !matches!(
+        state.phase,
+        Phase::Clarify | Phase::Work | Phase::Review | Phase::Choose
+    ) {
         return Ok(None);
     }
-    match budget_spent(ctx, state) {
+    let key = piece.key();
+    match budget_spent(ctx, spent(ctx, piece, state)?) {
         Some(Spent::Issue(why)) => {
             ctx.progress.note(&format!("{key}: stopped: {why}"));
             state.stopped_by = Some(why);
@@ -143,7 +193,8 @@ fn clarify(
 ) -> Result<Step> {
     match piece {
         Piece::Issue(issue) => clarify::step(ctx, issue, state, sandbox),
-        Piece::Pull(_) | Piece::Green(..) => {
+        // An issue is clarified before its attempts start.
+        Piece::Pull(_) | Piece::Green(..) | Piece::Attempt(..) => {
             state.phase = Phase::Work;
             Ok(None)
         }
@@ -186,11 +237,9 @@ fn work(
         return Ok(None);
     }
     // Without `[questions]` the agent was not taught the signal: a block is just text.
-    // A keep-green round is not held for a person: past its rounds one comment asks.
-    let asked = match piece {
-        _ if !ctx.config.questions.enabled => None,
-        Piece::Green(..) => None,
-        Piece::Issue(_) | Piece::Pull(_) => questions::find(&outcome.result_text, piece.number()),
+    let asked = match waits(piece, state) && ctx.config.questions.enabled {
+        true => questions::find(&outcome.result_text, piece.number()),
+        false => None,
     };
     if let Some(asked) = asked {
         // A turn that asks does not count against maxIterations, nor in the report.
@@ -245,7 +294,10 @@ fn said_done(
     let gate = run_gate(ctx, state, sandbox)?;
     if gate.passed {
         state.nudge = None;
-        state.phase = Phase::Publish;
+        state.phase = match piece {
+            Piece::Attempt(..) => Phase::Passed,
+            _ => Phase::Publish,
+        };
     } else {
         gate_refuted(ctx, key, state, &gate, "");
     }
@@ -320,7 +372,9 @@ fn publish(
 /// Published: what became of the work.
 fn done(piece: &Piece, state: &WorkState) -> Step {
     Some(match piece {
-        Piece::Issue(_) => Outcome::PullRequest(state.pull.unwrap_or_default()),
+        Piece::Issue(_) | Piece::Attempt(..) => {
+            Outcome::PullRequest(state.pull.unwrap_or_default())
+        }
         Piece::Pull(_) => Outcome::Reworked,
         Piece::Green(_, trouble) => Outcome::KeptGreen(trouble.what()),
     })
@@ -330,6 +384,10 @@ fn done(piece: &Piece, state: &WorkState) -> Step {
 /// revision after it kept, so it is not worked on again until a person moves it; a green round's
 /// labels back.
 fn gave_up(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> {
+    // An attempt that drops out tells nothing: its issue's comment covers every attempt.
+    if let Piece::Attempt(..) = piece {
+        state.told_forge = true;
+    }
     if !state.told_forge {
         let number = piece.number();
         publish::give_up(ctx, number, state)?;
@@ -348,16 +406,33 @@ fn gave_up(ctx: &Context, piece: &Piece, state: &mut WorkState) -> Result<Step> 
     }))
 }
 
-/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`).
-fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, String)>> {
+/// Whether `piece`'s working agent may stop for a person's answer (with `[questions]`). A
+/// keep-green round is not held for a person: past its rounds one comment asks. Nor is an issue's
+/// attempt, or the chosen one: its issue's state, not its own, is what a pass looks at.
+fn waits(piece: &Piece, state: &WorkState) -> bool {
+    match piece {
+        Piece::Issue(_) => state.best_of.is_none(),
+        Piece::Pull(_) => true,
+        Piece::Green(..) | Piece::Attempt(..) => false,
+    }
+}
+
+/// The prompt variables of `piece`'s roles (the common ones come from `Context::prompt`); the
+/// question signal is taught only where the agent `waits` for an answer.
+fn vars(
+    ctx: &Context,
+    piece: &Piece,
+    base: &str,
+    waits: bool,
+) -> Result<Vec<(&'static str, String)>> {
     Ok(match piece {
-        Piece::Issue(issue) => vec![
+        Piece::Issue(issue) | Piece::Attempt(issue, _) => vec![
             ("ISSUE_NUMBER", issue.number.to_string()),
             ("ISSUE_TITLE", issue.title.clone()),
             ("ISSUE_BODY", issue.body.clone()),
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
-            ("ASKING", prompts::asking(&ctx.config, issue.number)),
+            ("ASKING", prompts::asking(&ctx.config, issue.number, waits)),
         ],
         Piece::Pull(pull) => vec![
             ("PR_NUMBER", pull.number.to_string()),
@@ -365,7 +440,7 @@ fn vars(ctx: &Context, piece: &Piece, base: &str) -> Result<Vec<(&'static str, S
             ("BRANCH", piece.branch()),
             ("BASE_BRANCH", base.to_string()),
             ("REVIEWS", reviews::for_pr_fixer(ctx, pull.number)?),
-            ("ASKING", prompts::asking(&ctx.config, pull.number)),
+            ("ASKING", prompts::asking(&ctx.config, pull.number, waits)),
         ],
         Piece::Green(pull, trouble) => {
             // The reviewer judges the branch against the issue it implements.
@@ -443,14 +518,22 @@ enum Spent {
     Run(String),
 }
 
-fn budget_spent(ctx: &Context, state: &WorkState) -> Option<Spent> {
+/// What `piece` has cost so far: its own turns, or for an attempt its issue's (every attempt's,
+/// as saved), which `[budget] maxCostPerIssue` covers.
+fn spent(ctx: &Context, piece: &Piece, state: &WorkState) -> Result<f64> {
+    match piece {
+        Piece::Attempt(issue, _) => best_of::spent(ctx, issue.number),
+        _ => Ok(state.cost_usd),
+    }
+}
+
+fn budget_spent(ctx: &Context, cost: f64) -> Option<Spent> {
     let budget = &ctx.config.budget;
     if let Some(limit) = budget.max_cost_per_issue
-        && state.cost_usd >= limit
+        && cost >= limit
     {
         return Some(Spent::Issue(format!(
-            "this work has cost ${:.2}, which reaches [budget] maxCostPerIssue (${limit:.2})",
-            state.cost_usd
+            "this work has cost ${cost:.2}, which reaches [budget] maxCostPerIssue (${limit:.2})"
         )));
     }
     let spent = ctx.report.total_cost();
@@ -494,6 +577,9 @@ fn working_turn(
             ("MAX_ITERATIONS", max_text.as_str()),
         ]);
         let mut prompt = ctx.prompt(piece.prompt(), &all)?;
+        if let Piece::Attempt(_, attempt) = piece {
+            prompt += &turns::attempt_note(attempt.letter, attempt.of);
+        }
         if iteration > 1 {
             prompt += &turns::earlier_iterations(&state.last_summary, state.nudge.as_deref());
         }
@@ -658,7 +744,7 @@ fn refused_resume(outcome: &AgentOutcome) -> bool {
 /// pull request always has its answer to publish, commits or not.
 fn committed(piece: &Piece, repo: &WorkRepo) -> Result<bool> {
     Ok(match piece {
-        Piece::Issue(_) => !repo.new_commits()?.is_empty(),
+        Piece::Issue(_) | Piece::Attempt(..) => !repo.new_commits()?.is_empty(),
         Piece::Pull(_) | Piece::Green(..) => true,
     })
 }

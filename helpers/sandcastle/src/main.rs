@@ -16,6 +16,7 @@ mod outbox;
 mod pass;
 mod piece;
 mod planning;
+mod pool;
 mod prompts;
 mod publish;
 mod report;

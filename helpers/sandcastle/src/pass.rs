@@ -7,13 +7,12 @@ use crate::green;
 use crate::outbox;
 use crate::piece::Piece;
 use crate::planning;
+use crate::pool::pool;
 use crate::state::{Outcome, WorkState};
 use anyhow::{Context as _, Result};
 use sandcastle_core::claims::{self, Claimed};
 use sandcastle_core::forge::{Issue, Pull};
 use sandcastle_core::role::WorkKey;
-use std::collections::VecDeque;
-use std::sync::Mutex;
 
 /// What one pass did.
 #[derive(Debug, Default)]
@@ -255,37 +254,3 @@ fn run_parallel(ctx: &Context, pieces: Vec<Piece>, base: &str, summary: &mut Pas
         }
     }
 }
-
-/// Works on `items` in order, at most `workers` at once: a worker that finishes one takes the next
-/// at once (a pool, not batches that wait for their slowest). Nothing new starts once `stopping`
-/// says so. The results, in the order the items finished.
-fn pool<T: Sync, R: Send>(
-    items: &[T],
-    workers: usize,
-    stopping: &(dyn Fn() -> bool + Sync),
-    work: &(dyn Fn(&T) -> R + Sync),
-) -> Vec<R> {
-    let queue = Mutex::new(items.iter().collect::<VecDeque<_>>());
-    let results = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers.min(items.len()) {
-            scope.spawn(|| {
-                while !stopping() {
-                    let Some(item) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
-                    else {
-                        break;
-                    };
-                    let result = work(item);
-                    results
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(result);
-                }
-            });
-        }
-    });
-    results.into_inner().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(test)]
-mod tests;

@@ -12,12 +12,29 @@ pub enum Piece<'a> {
     /// One of sandcastle's own pull requests that a failing CI status or a conflict made
     /// unmergeable (`green.rs`).
     Green(&'a Pull, &'a Trouble),
+    /// One of an issue's independent attempts (best of N): implemented and gated on a branch of
+    /// its own, never pushed; the reviewer chooses among those the gate passed.
+    Attempt(&'a Issue, Attempt),
+}
+
+/// Which of an issue's attempts, of how many.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attempt {
+    pub letter: char,
+    pub of: u32,
+}
+
+impl Attempt {
+    /// `issue-42-b`: its saved state, work repository, containers and logs.
+    pub fn slug(self, issue: u64) -> String {
+        format!("{}-{}", WorkKey::Issue(issue).slug(), self.letter)
+    }
 }
 
 impl Piece<'_> {
     pub fn key(&self) -> WorkKey {
         match self {
-            Piece::Issue(issue) => WorkKey::Issue(issue.number),
+            Piece::Issue(issue) | Piece::Attempt(issue, _) => WorkKey::Issue(issue.number),
             Piece::Pull(pull) | Piece::Green(pull, _) => WorkKey::Pull(pull.number),
         }
     }
@@ -25,7 +42,7 @@ impl Piece<'_> {
     /// The issue's or pull request's number on the forge.
     pub fn number(&self) -> u64 {
         match self {
-            Piece::Issue(issue) => issue.number,
+            Piece::Issue(issue) | Piece::Attempt(issue, _) => issue.number,
             Piece::Pull(pull) | Piece::Green(pull, _) => pull.number,
         }
     }
@@ -33,13 +50,16 @@ impl Piece<'_> {
     pub fn branch(&self) -> String {
         match self {
             Piece::Issue(issue) => branch_for(issue.number),
+            Piece::Attempt(issue, attempt) => {
+                format!("{}-{}", branch_for(issue.number), attempt.letter)
+            }
             Piece::Pull(pull) | Piece::Green(pull, _) => pull.head_branch.clone(),
         }
     }
 
     pub fn working_role(&self) -> Role {
         match self {
-            Piece::Issue(_) => Role::Implementer,
+            Piece::Issue(_) | Piece::Attempt(..) => Role::Implementer,
             Piece::Pull(_) | Piece::Green(..) => Role::PrFixer,
         }
     }
@@ -52,9 +72,17 @@ impl Piece<'_> {
         }
     }
 
+    /// Its saved state's name: the key's slug, an attempt's own.
+    pub fn slug(&self) -> String {
+        match self {
+            Piece::Attempt(issue, attempt) => attempt.slug(issue.number),
+            _ => self.key().slug(),
+        }
+    }
+
     /// Issues and a green round get a reviewer; a sent-back pull request goes back to the human
-    /// who reviewed it.
+    /// who reviewed it; an attempt is reviewed only once chosen, as its issue's work.
     pub fn reviewed(&self) -> bool {
-        !matches!(self, Piece::Pull(_))
+        matches!(self, Piece::Issue(_) | Piece::Green(..))
     }
 }

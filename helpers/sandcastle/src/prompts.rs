@@ -13,11 +13,12 @@ use sandcastle_core::forge_text::Fence;
 use sandcastle_core::questions::Questions;
 use std::path::Path;
 
-/// `plan`, `implement`, `review`, `pr-fixer`, `keep-green`, `assess`.
-pub const NAMES: [&str; 6] = [
+/// `plan`, `implement`, `review`, `choose`, `pr-fixer`, `keep-green`, `assess`.
+pub const NAMES: [&str; 7] = [
     "plan",
     "implement",
     "review",
+    "choose",
     "pr-fixer",
     "keep-green",
     "assess",
@@ -144,9 +145,9 @@ pub fn forge_access(tea_configured: bool) -> &'static str {
 
 /// What `{{ASKING}}` tells a working agent (implementer or pr-fixer) about asking a person, for
 /// work `number`: `sandcastle ask` only when `[asks]` is on, the `<questions>` signal only when
-/// `[questions]` is on (otherwise nothing would take the ask, or wait for the answer); nothing
-/// without either.
-pub fn asking(config: &sandcastle_config::Config, number: u64) -> String {
+/// `[questions]` is on and the work `waits` for an answer (one of several attempts does not);
+/// otherwise nothing would take the ask, or wait for the answer; nothing without either.
+pub fn asking(config: &sandcastle_config::Config, number: u64, waits: bool) -> String {
     let mut parts = Vec::new();
     if config.asks.enabled {
         parts.push(
@@ -155,7 +156,7 @@ pub fn asking(config: &sandcastle_config::Config, number: u64) -> String {
                 .to_string(),
         );
     }
-    if config.questions.enabled {
+    if config.questions.enabled && waits {
         let number = number.to_string();
         let signal = fill(include_str!("../../../prompts/question-signal.md"), |_| {
             Ok(number.as_str())
@@ -194,6 +195,16 @@ fn builtin(name: &str) -> Option<(&'static str, &'static [&'static str])> {
                 "ISSUE_BODY",
                 "BRANCH",
                 "BASE_BRANCH",
+            ],
+        ),
+        "choose" => (
+            include_str!("../../../prompts/choose.md"),
+            &[
+                "ISSUE_NUMBER",
+                "ISSUE_TITLE",
+                "ISSUE_BODY",
+                "BASE_BRANCH",
+                "CANDIDATES",
             ],
         ),
         "pr-fixer" => (
@@ -429,6 +440,19 @@ mod tests {
             if name == "plan" {
                 assert!(text.contains(r#"<plan>{"issues":[]}</plan>"#));
                 assert!(text.contains("{{MAX_CONCURRENCY}}"));
+            } else if name == "choose" {
+                // It only chooses: one block to answer with, and no change to make.
+                let example = text.split("<choice>").nth(1).unwrap();
+                let example = example.split("</choice>").next().unwrap();
+                assert!(
+                    sandcastle_core::choice::parse(
+                        &format!("<choice>{example}</choice>"),
+                        &['a', 'b']
+                    )
+                    .is_ok(),
+                    "the example parses"
+                );
+                assert!(text.contains("do not commit"));
             } else {
                 assert!(text.contains("<promise>COMPLETE</promise>"), "{name}");
                 assert!(text.contains("`fmt`") && text.contains("`check`"), "{name}");
@@ -460,7 +484,7 @@ mod tests {
                 let mut vars = all_vars(name);
                 for (key, value) in &mut vars {
                     match *key {
-                        "ASKING" => *value = asking(&config, 17),
+                        "ASKING" => *value = asking(&config, 17, true),
                         key if key == number_key => *value = "17".into(),
                         _ => {}
                     }

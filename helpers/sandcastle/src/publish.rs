@@ -9,7 +9,7 @@ use crate::context::Context;
 use crate::forge_thread::post_once;
 use crate::green_record;
 use crate::piece::Piece;
-use crate::state::{Trouble, WorkState};
+use crate::state::{BestOf, Chosen, Trouble, WorkState};
 use anyhow::{Result, bail};
 use sandcastle_core::forge_text::{Post, quote, quote_inline, quote_names};
 use sandcastle_core::git::WorkRepo;
@@ -70,9 +70,9 @@ pub fn publish(
         Piece::Issue(issue) => {
             let body = pull_body(ctx, issue.number, state, clarified, &host_run);
             let title = Post::new(&format!("#{}: {}", issue.number, issue.title));
-            let pull = ctx
-                .forge
-                .open_pull(&ctx.login, &repo.branch, base, &title, &body)?;
+            let pull =
+                ctx.forge
+                    .open_pull(&ctx.login, repo.published_branch(), base, &title, &body)?;
             green_record::pushed(ctx, pull.number, &tip)?;
             ctx.forge.add_labels(pull.number, &["ready-for-human"])?;
             ctx.forge.add_labels(issue.number, &["in-review"])?;
@@ -96,6 +96,11 @@ pub fn publish(
             post_once(ctx, pull.number, &marker, &body)?;
             pull.number
         }
+        Piece::Attempt(issue, attempt) => bail!(
+            "issue #{}: attempt {} is published only once chosen, as its issue's work",
+            issue.number,
+            attempt.letter
+        ),
     }))
 }
 
@@ -214,6 +219,9 @@ fn pull_body(
         state.iterations,
         ctx.id
     );
+    if let Some(best_of) = &state.best_of {
+        body += &attempts_section(best_of);
+    }
     body += host_run;
     body += &blocked_section(ctx, WorkKey::Issue(issue));
     body += clarified;
@@ -242,6 +250,50 @@ fn pull_body(
         quote(&state.last_summary)
     );
     Post::closing(issue, &body)
+}
+
+/// The pull request's section on the attempts: sandcastle's facts (how many ran, which passed the
+/// gate, each one's cost, which was chosen), then the reviewer's reasons, quoted.
+fn attempts_section(best_of: &BestOf) -> String {
+    let mut section = format!(
+        "\n\n## Attempts\n\n{} independent attempts ran; the gate passed {} of them.\n\n| attempt | gate | iterations | cost |\n| --- | --- | --- | --- |\n",
+        best_of.letters.len(),
+        best_of.passed().len()
+    );
+    for ended in &best_of.ended {
+        let chosen = best_of
+            .choice
+            .as_ref()
+            .is_some_and(|c| c.letter == ended.letter);
+        section += &format!(
+            "| {}{} | {} | {} | ${:.2} |\n",
+            ended.letter,
+            if chosen { " (chosen)" } else { "" },
+            match (&ended.commit, &ended.stopped) {
+                (Some(commit), _) => format!("passed on {}", sandcastle_core::git::short(commit)),
+                (None, Some(_)) => "stopped by the budget".to_string(),
+                (None, None) => "did not pass".to_string(),
+            },
+            ended.iterations,
+            ended.cost_usd
+        );
+    }
+    match &best_of.choice {
+        Some(Chosen {
+            letter,
+            why: Some(why),
+        }) => {
+            section += &format!(
+                "\nThe reviewer chose attempt {letter}. Its reasons, as it wrote them:\n\n{}",
+                quote(why)
+            )
+        }
+        Some(Chosen { letter, why: None }) => {
+            section += &format!("\nAttempt {letter} was the only one the gate passed.")
+        }
+        None => {}
+    }
+    section
 }
 
 /// The most refused hosts a pull request lists; the run report has them all.
@@ -314,17 +366,27 @@ pub fn gate_line(ctx: &Context, state: &WorkState) -> String {
 /// One comment on issue or pull request `number` with the agent's last summary; the labels stay.
 pub fn give_up(ctx: &Context, number: u64, state: &WorkState) -> Result<()> {
     let marker = format!("<!-- sandcastle:attempt {} -->", state.attempt);
-    let why = match &state.stopped_by {
-        Some(budget) => format!("sandcastle stopped this: {budget}"),
-        None => format!(
+    let why = match (&state.stopped_by, &state.best_of) {
+        (Some(budget), _) => format!("sandcastle stopped this: {budget}"),
+        (None, Some(best_of)) if best_of.choice.is_none() => format!(
+            "sandcastle did not complete this: none of its {} attempts passed the gate",
+            best_of.letters.len()
+        ),
+        (None, _) => format!(
             "sandcastle did not complete this in {} iteration(s)",
             state.counted_iterations()
         ),
     };
-    let body = format!(
-        "{why}.\n\nThe agent's last summary, as it wrote it:\n\n{}",
-        quote(&state.last_summary)
-    );
+    let body = match &state.best_of {
+        // The issue's own state: the attempts' summaries stay in their logs.
+        Some(best_of) if best_of.choice.is_none() => {
+            format!("{why}.{}", attempts_section(best_of))
+        }
+        _ => format!(
+            "{why}.\n\nThe agent's last summary, as it wrote it:\n\n{}",
+            quote(&state.last_summary)
+        ),
+    };
     post_once(ctx, number, &marker, &body).map(|_| ())
 }
 
@@ -338,4 +400,51 @@ pub fn stopped_for_the_run(ctx: &Context, key: WorkKey, why: &str) -> Result<()>
     let body =
         format!("sandcastle stopped work on this for now: {why}. A later run goes on from here.");
     post_once(ctx, number, &marker, &body).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Ended;
+
+    #[test]
+    fn the_pull_section_gives_facts_first_and_quotes_the_reasons() {
+        let mut best_of = BestOf::new(3);
+        let ended = |letter, commit: Option<&str>, stopped: Option<&str>| Ended {
+            letter,
+            passed: commit.is_some(),
+            commit: commit.map(str::to_string),
+            iterations: 1,
+            gate_runs: 1,
+            cost_usd: 0.25,
+            stopped: stopped.map(str::to_string),
+        };
+        best_of.ended = vec![
+            ended('a', None, None),
+            ended('b', Some("0123456789abcdef"), None),
+            ended('c', None, Some("budget")),
+        ];
+        best_of.choice = Some(Chosen {
+            letter: 'b',
+            why: Some("## Heading\n<!-- hidden -->".into()),
+        });
+        let section = attempts_section(&best_of);
+        assert!(section.contains("3 independent attempts ran; the gate passed 1 of them"));
+        assert!(
+            section.contains("| a | did not pass | 1 | $0.25 |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| b (chosen) | passed on 0123456789ab |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| c | stopped by the budget |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("```\n## Heading"),
+            "the reasons are quoted: {section}"
+        );
+    }
 }

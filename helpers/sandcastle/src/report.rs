@@ -1,7 +1,7 @@
 //! Tokens, cost, iterations and outcomes per issue and per role; the closing summary table and
 //! `.sandcastle/logs/run-<timestamp>.json`, and that file read back ([`RunRecord`]) for
 //! `sandcastle report`.
-use crate::state::Outcome;
+use crate::state::{BestOf, Outcome};
 use anyhow::{Context as _, Result};
 use sandcastle_core::proxy::{BlockedRequest, Refusals};
 use sandcastle_core::role::Role;
@@ -69,10 +69,26 @@ pub struct WorkReport {
     /// Refusals past the names the proxy keeps (`Refusals::unlisted`): "and N more".
     #[serde(default)]
     pub blocked_unlisted: u64,
+    /// Best of N: the issue's attempts once they all ended, as their saved states say (their
+    /// cost over every run), and which the reviewer chose.
+    #[serde(default)]
+    pub attempts: Vec<AttemptReport>,
     #[serde(skip)]
     started: Option<Instant>,
     #[serde(default)]
     pub duration_seconds: f64,
+}
+
+/// One of an issue's attempts (best of N), as it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptReport {
+    pub letter: char,
+    /// The gate passed on its last commit.
+    pub passed: bool,
+    pub chosen: bool,
+    pub iterations: u32,
+    pub cost_usd: f64,
 }
 
 /// A question or an ask: when it went to a person and when one answered. The same `id` in several
@@ -148,6 +164,7 @@ impl Report {
             started_at: Some(jiff::Timestamp::now()),
             blocked_requests: Vec::new(),
             blocked_unlisted: 0,
+            attempts: Vec::new(),
             started: Some(Instant::now()),
             duration_seconds: 0.0,
         });
@@ -213,6 +230,24 @@ impl Report {
         self.with_work(key, |work| {
             work.blocked_requests = blocked.listed;
             work.blocked_unlisted = blocked.unlisted;
+        });
+    }
+
+    /// What `key`'s attempts came to (best of N), and which was chosen once one is.
+    pub fn set_attempts(&self, key: &str, best_of: &BestOf) {
+        let chosen = best_of.choice.as_ref().map(|c| c.letter);
+        self.with_work(key, |work| {
+            work.attempts = best_of
+                .ended
+                .iter()
+                .map(|ended| AttemptReport {
+                    letter: ended.letter,
+                    passed: ended.passed,
+                    chosen: chosen == Some(ended.letter),
+                    iterations: ended.iterations,
+                    cost_usd: ended.cost_usd,
+                })
+                .collect();
         });
     }
 

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use sandcastle_core::agent::{AgentOutcome, SavedSession, TimeLimit};
 use sandcastle_core::gate::GateOutcome;
-use sandcastle_core::git::Imported;
+use sandcastle_core::git::{Imported, WorkRepo};
 use sandcastle_core::role::Role;
 
 /// What the driver asks of a piece of work's sandbox.
@@ -29,6 +29,9 @@ pub trait Sandboxed {
     fn take_ask(&mut self) -> Result<Option<Vec<u8>>> {
         Ok(None)
     }
+    /// Checkouts of other work repositories (an issue's attempts, by letter) beside the next
+    /// turn's own, read-only, in the container that turn runs in; nothing of them comes back.
+    fn add_candidates(&mut self, candidates: &[(char, &WorkRepo)]) -> Result<()>;
 }
 
 /// An ask relayed while a turn runs: its bytes, or why its record was refused.

@@ -1,8 +1,10 @@
 //! Each piece of work's progress as explicit, saved state (`.sandcastle/logs/state/<slug>.json`), so
 //! a run that stops anywhere resumes where it was, and a paused issue can go on later.
+mod best_of;
 mod clarification;
 mod conversation;
 
+pub use best_of::{BestOf, Chosen, Ended};
 pub use clarification::{Clarification, Round};
 pub use conversation::{Answer, Channel, Conversation, OpenAsk, Settled, Telling, Waiting};
 
@@ -29,6 +31,15 @@ pub enum Phase {
     /// The working agent, or the clarification before it, asked a person this question; its
     /// container is gone until the answer comes.
     Waiting(Box<Waiting>),
+    /// Best of N: the issue's attempts (each its own work, `issue-N-<letter>`) run until each
+    /// passed the gate or dropped out.
+    Attempts,
+    /// Best of N: the reviewer chooses among the attempts the gate passed.
+    Choose,
+    /// Best of N: the chosen attempt goes on as the issue's work, reviewed and published.
+    Chosen(char),
+    /// An attempt the gate passed: it waits for the reviewer's choice.
+    Passed,
     /// Published.
     Done,
     /// No completion within `maxIterations`; the forge has been told (`told_forge`).
@@ -44,6 +55,10 @@ impl std::fmt::Display for Phase {
             Phase::Review => "Review",
             Phase::Publish => "Publish",
             Phase::Waiting(_) => "Waiting",
+            Phase::Attempts => "Attempts",
+            Phase::Choose => "Choose",
+            Phase::Chosen(_) => "Chosen",
+            Phase::Passed => "Passed",
             Phase::Done => "Done",
             Phase::GaveUp => "GaveUp",
         })
@@ -173,6 +188,10 @@ pub struct WorkState {
     /// A round that keeps one of sandcastle's pull requests green: what it fixes (`green.rs`).
     #[serde(default)]
     pub green: Option<Trouble>,
+    /// Best of N: the issue's attempts (in the issue's state, and in the chosen attempt's for its
+    /// pull request).
+    #[serde(default)]
+    pub best_of: Option<BestOf>,
 }
 
 impl WorkState {
@@ -205,6 +224,7 @@ impl WorkState {
             pull: None,
             told_forge: false,
             green: None,
+            best_of: None,
         }
     }
 
@@ -238,10 +258,18 @@ impl WorkState {
     }
 
     /// Every saved state whose work still has something to tell the forge: half-published work,
-    /// and work given up whose comment is not known to be posted.
+    /// and work given up whose comment is not known to be posted; an issue carried by its chosen
+    /// attempt (best of N) when that attempt is so.
     pub fn unpublished(dir: &Path) -> Result<Vec<WorkState>> {
-        Self::all_where(dir, |state| {
+        let telling = |state: &WorkState| {
             state.phase == Phase::Publish || (state.phase == Phase::GaveUp && !state.told_forge)
+        };
+        Self::all_where(dir, |state| match state.phase {
+            Phase::Chosen(letter) => Self::load(dir, &format!("{}-{letter}", state.slug))
+                .ok()
+                .flatten()
+                .is_some_and(|chosen| telling(&chosen)),
+            _ => telling(state),
         })
     }
 
@@ -484,6 +512,8 @@ pub enum Outcome {
     Waiting,
     /// The issue is too unclear to start and no handler can reach a person: the guidance to show.
     Unclear(String),
+    /// One of an issue's attempts passed the gate: it waits for the reviewer's choice.
+    Passed,
 }
 
 impl std::fmt::Display for Outcome {
@@ -498,6 +528,9 @@ impl std::fmt::Display for Outcome {
             Outcome::Stopped(why) => write!(f, "stopped: {why}; commented"),
             Outcome::HeldBy(holder) => write!(f, "left to {holder}, which holds its claim"),
             Outcome::Waiting => f.write_str("asked a person; waiting for the answer"),
+            Outcome::Passed => {
+                f.write_str("passed the gate; the reviewer chooses among the attempts")
+            }
             Outcome::Unclear(_) => {
                 f.write_str("not clear enough to start, and nobody can be asked; see the guidance")
             }

@@ -39,6 +39,10 @@ const EXIT_GRACE: Duration = Duration::from_secs(30);
 pub struct WorkSandbox<'a> {
     ctx: &'a Context,
     key: WorkKey,
+    /// Its containers' and logs' name: the key's slug, or an attempt's (`issue-42-b`).
+    slug: String,
+    /// What the live view calls it: the key, or the key and the attempt.
+    name: String,
     /// Transcripts and session files of this work in this run.
     log_dir: PathBuf,
     repo: &'a WorkRepo,
@@ -90,6 +94,8 @@ impl<'a> WorkSandbox<'a> {
         WorkSandbox {
             ctx,
             key,
+            slug: key.slug(),
+            name: key.to_string(),
             log_dir: ctx.work_log_dir(&key.slug()),
             repo,
             work_env: Vec::new(),
@@ -103,6 +109,15 @@ impl<'a> WorkSandbox<'a> {
             written_by: None,
             carried: Vec::new(),
         }
+    }
+
+    /// The sandbox of one of the key's attempts (best of N): containers and logs of its own under
+    /// `slug`, shown live as `name`; its spend and refusals count toward the key's.
+    pub fn for_attempt(mut self, slug: &str, name: &str) -> WorkSandbox<'a> {
+        self.log_dir = self.ctx.work_log_dir(slug);
+        self.slug = slug.to_string();
+        self.name = name.to_string();
+        self
     }
 
     /// Gives every exec of this sandbox `vars` too.
@@ -125,7 +140,10 @@ impl<'a> WorkSandbox<'a> {
     /// agent's and the gate's), so its meter and budget span them all.
     fn open_proxy(&mut self) -> Result<&WorkProxy> {
         if self.proxy.is_none() {
-            let proxy = self.ctx.proxy.open(&self.key.to_string(), self.budget)?;
+            let proxy = self
+                .ctx
+                .proxy
+                .open(&self.key.to_string(), self.budget.clone())?;
             self.proxy = Some(Arc::new(proxy));
         }
         Ok(self.proxy.as_deref().expect("opened above"))
@@ -136,6 +154,9 @@ impl<'a> WorkSandbox<'a> {
     fn for_gate(&mut self) -> Result<WorkSandbox<'a>> {
         self.open_proxy()?;
         let mut gating = WorkSandbox::new(self.ctx, self.key, self.repo);
+        gating.slug = self.slug.clone();
+        gating.name = self.name.clone();
+        gating.log_dir = self.log_dir.clone();
         gating.work_env = self.work_env.clone();
         gating.proxy = self.proxy.clone();
         Ok(gating)
@@ -259,7 +280,7 @@ impl<'a> WorkSandbox<'a> {
         if self.sandbox.is_none() {
             let sandbox = match self.ahead.take() {
                 Some(sandbox) => sandbox,
-                None => self.start(&self.key.slug())?,
+                None => self.start(&self.slug.clone())?,
             };
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
@@ -281,7 +302,7 @@ impl WorkSandbox<'_> {
                 Ok(None) => {}
                 Err(error) => self.ctx.progress.note(&format!(
                     "{}: the checkout's tree is not carried to the next sandbox: {error:#}",
-                    self.key
+                    self.name
                 )),
             }
         }
@@ -323,14 +344,14 @@ impl WorkSandbox<'_> {
             Ok(()) => {
                 self.ctx.progress.note(&format!(
                     "{}: the last sandbox's checkout was carried to the fresh one",
-                    self.key
+                    self.name
                 ));
                 true
             }
             Err(error) => {
                 self.ctx.progress.note(&format!(
                     "{}: the checkout's tree is not carried to the fresh sandbox: {error:#}",
-                    self.key
+                    self.name
                 ));
                 false
             }
@@ -344,7 +365,7 @@ impl Sandboxed for WorkSandbox<'_> {
         let ctx = self.ctx;
         let key = self.key.to_string();
         let mut status = Status {
-            key: key.clone(),
+            key: self.name.clone(),
             lane: self.key.lane().to_string(),
             role: turn.role.to_string(),
             iteration: turn.counted,
@@ -429,8 +450,8 @@ impl Sandboxed for WorkSandbox<'_> {
             // Removed now: the fresh one takes its name, and nothing but its tree comes out of it.
             self.retire(sandbox, true)?;
             ctx.progress.note(&format!(
-                "{key}: the sandbox stopped during {} iteration {}; the next turn starts a fresh one from the work branch",
-                turn.role, turn.counted
+                "{}: the sandbox stopped during {} iteration {}; the next turn starts a fresh one from the work branch",
+                self.name, turn.role, turn.counted
             ));
         }
         ctx.report
@@ -460,7 +481,7 @@ impl Sandboxed for WorkSandbox<'_> {
                 .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
                     self.warm_up(&base, volume)
                 });
-        let key = format!("{}-gate", self.key.slug());
+        let key = format!("{}-gate", self.slug);
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
         sandbox::provider().create_volume(&cache, &ctx.run_id, &ctx.project)?;
         let sandbox = match self.start_build_container(&key, &cache, warm.as_deref()) {
@@ -497,7 +518,7 @@ impl Sandboxed for WorkSandbox<'_> {
         heard: &mut dyn FnMut(Heard),
     ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
         let mut gating = self.for_gate()?;
-        let ahead_key = format!("{}-next", self.key.slug());
+        let ahead_key = format!("{}-next", self.slug);
         std::thread::scope(|scope| {
             let gate = scope.spawn(move || {
                 let gated = gating.gate();
@@ -519,6 +540,16 @@ impl Sandboxed for WorkSandbox<'_> {
             }
             Ok((outcome?, gated))
         })
+    }
+
+    /// Into this work's own container (started, with its checkout, if it is not yet): the turn
+    /// that follows runs there unless another role with tools wrote in it.
+    fn add_candidates(&mut self, candidates: &[(char, &WorkRepo)]) -> Result<()> {
+        let sandbox = self.get()?;
+        for (letter, repo) in candidates {
+            checkout::add_candidate(sandbox, repo, *letter)?;
+        }
+        Ok(())
     }
 
     /// What the last turn handed out, else with an exec of its own; without a sandbox no ask was

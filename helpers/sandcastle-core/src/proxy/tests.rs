@@ -248,6 +248,7 @@ fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
     let budget = Budget {
         spent: 1.0,
         limit: Some(2.5),
+        shared: None,
     };
     let work = proxy.open("issue #1", budget).unwrap();
     let base = relay_to(&work);
@@ -268,6 +269,38 @@ fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
         "{body}"
     );
     assert_eq!(model.requests().len(), 1, "the refused request never left");
+}
+
+/// Two sockets under one shared budget (an issue's attempts): what one spent counts for the
+/// other, and what they had spent before counts once.
+#[test]
+fn works_under_a_shared_budget_spend_it_together() {
+    let scenario = json!([{"match": "hello", "turns": [
+        {"text": "costly", "usage": {"input_tokens": 100000, "output_tokens": 1000}}
+    ], "repeat_last": true}]);
+    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
+    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    // $1.575 a request (as above), against $3.00 with $1.00 spent before.
+    let budget = Budget {
+        spent: 1.0,
+        limit: Some(3.0),
+        shared: Some(SharedSpend::default()),
+    };
+    let a = proxy.open("issue #1", budget.clone()).unwrap();
+    let b = proxy.open("issue #1", budget).unwrap();
+    assert_eq!(ask(&relay_to(&a), Some(&placeholder(&a)), true).0, 200);
+    // Alone, b would have $2.00 left; together, $0.425: a lone request still goes on.
+    assert_eq!(ask(&relay_to(&b), Some(&placeholder(&b)), true).0, 200);
+    for work in [&a, &b] {
+        let (status, body) = ask(&relay_to(work), Some(&placeholder(work)), false);
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("it has cost $4.15"), "{body}");
+    }
+    assert_eq!(model.requests().len(), 2, "the refused requests never left");
+    assert!(
+        (a.take_usage().cost_usd - 1.575).abs() < 1e-9,
+        "each its own meter"
+    );
 }
 
 #[test]
@@ -488,6 +521,7 @@ fn parallel_requests_cannot_pass_the_budget_together() {
     let budget = Budget {
         spent: 0.0,
         limit: Some(limit),
+        shared: None,
     };
     let work = proxy.open("issue #1", budget).unwrap();
     let base = relay_to(&work);

@@ -210,6 +210,10 @@ impl Sandboxed for Script<'_> {
         checkout.hand_out(&known, handed_out.path());
         self.repo.import(handed_out.path())
     }
+
+    fn add_candidates(&mut self, _: &[(char, &WorkRepo)]) -> Result<()> {
+        unreachable!("no driver test runs an issue's attempts: they take a Docker sandbox each")
+    }
 }
 
 fn issue(w: &World) -> Issue {

@@ -93,6 +93,26 @@ pub const TREE_CARRIED_OVER: &str = "\n\n## Your checkout was carried over\n\nTh
     `git status`): what you had not committed, and any commits the orchestrator did not take. Commit \
     what you keep.";
 
+/// Told to each of an issue's attempts (best of N) in its whole prompt: which it is, and that the
+/// others work on the same issue unseen.
+pub fn attempt_note(letter: char, of: u32) -> String {
+    format!(
+        "\n\n## You are attempt {letter} of {of}\n\nThe orchestrator runs {of} independent attempts at \
+         this issue, each with this prompt in a sandbox and on a branch of its own; you cannot see the \
+         others. The gate runs on each attempt's last commit, and a reviewer chooses one of those it \
+         passed for the pull request. Work as if yours were the only one.\n"
+    )
+}
+
+/// The choosing reviewer's `<choice>` block was unusable: the correction its session is told.
+pub fn choice_correction(why: &str) -> String {
+    format!(
+        "Your answer could not be used: {why}. End your final message with exactly one block \
+         <choice>{{\"attempt\": \"<letter>\", \"why\": \"<your reasons>\"}}</choice> naming one of the \
+         attempts shown."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

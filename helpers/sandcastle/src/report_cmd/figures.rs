@@ -1,7 +1,7 @@
 //! The figures of `sandcastle report`, computed from the run reports and what the forge says of
 //! each pull request; no I/O here. What this computes is what `--json` prints (documented in
 //! the user guide's `report.md`), and what the table and the page show.
-use crate::report::{Asked, RunRecord, WorkReport};
+use crate::report::{Asked, AttemptReport, RunRecord, WorkReport};
 use jiff::{Timestamp, ToSpan};
 use sandcastle_core::forge::{BranchCommit, PullFate};
 use sandcastle_core::role::WorkKey;
@@ -125,6 +125,19 @@ pub struct WorkFigures {
     pub first_pass_of: usize,
     pub first_pass_rate: Option<f64>,
     pub reviewer_rounds: Spread,
+    pub best_of: BestOfFigures,
+}
+
+/// Issues worked on by several attempts (best of N), as each one's last report says.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BestOfFigures {
+    pub issues: usize,
+    pub attempts: usize,
+    /// Attempts the gate passed.
+    pub passed: usize,
+    /// What the attempts cost, over every run.
+    pub cost_usd: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -209,6 +222,8 @@ struct Tally {
     gate_first_passed: Option<bool>,
     reviewer_rounds: u32,
     pull: Option<u64>,
+    /// Its attempts, as the last report that had them says.
+    attempts: Vec<AttemptReport>,
 }
 
 impl Tally {
@@ -227,6 +242,9 @@ impl Tally {
         }
         self.gate_runs += work.gate_runs;
         self.pull = pull_of(work).or(self.pull);
+        if !work.attempts.is_empty() {
+            self.attempts = work.attempts.clone();
+        }
     }
 
     fn absorb(&mut self, rework: &Tally) {
@@ -613,6 +631,17 @@ fn work_figures(all: &[&Tally]) -> WorkFigures {
         first_pass_of: gated.len(),
         first_pass_rate: (!gated.is_empty()).then(|| first_pass as f64 / gated.len() as f64),
         reviewer_rounds: spread(|t| t.reviewer_rounds),
+        best_of: best_of_figures(all),
+    }
+}
+
+fn best_of_figures(all: &[&Tally]) -> BestOfFigures {
+    let attempts = || all.iter().flat_map(|t| &t.attempts);
+    BestOfFigures {
+        issues: all.iter().filter(|t| !t.attempts.is_empty()).count(),
+        attempts: attempts().count(),
+        passed: attempts().filter(|a| a.passed).count(),
+        cost_usd: attempts().map(|a| a.cost_usd).sum(),
     }
 }
 

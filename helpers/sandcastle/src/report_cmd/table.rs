@@ -48,6 +48,13 @@ pub fn render(f: &Figures) -> String {
         "issues         {} worked on · cost ${:.2} in all, ${:.2} of it planning\n",
         f.issues, f.cost.total_usd, f.cost.planning_usd
     );
+    let b = &f.work.best_of;
+    if b.issues > 0 {
+        out += &format!(
+            "best of N      {} issue(s) · {} attempt(s), {} passed the gate · ${:.2}\n",
+            b.issues, b.attempts, b.passed, b.cost_usd
+        );
+    }
     out += &format!(
         "gate           {} run(s) · first pass {} ({} of {} issues passed at the first run)\n\n",
         f.work.gate_runs_total,

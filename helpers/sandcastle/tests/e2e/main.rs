@@ -1,6 +1,7 @@
 //! `sandcastle run` end to end: the real binary, a real Docker engine, the real Claude Code CLI in the
 //! test image, a scripted Messages API and a Forgejo-compatible forge, all on 127.0.0.1.
 mod asks;
+mod best_of_n;
 mod carried;
 mod clarify;
 mod cluster;

@@ -279,3 +279,39 @@ fn the_table_fits_100_columns_and_the_page_escapes_what_it_is_given() {
     assert!(page.contains("default-src 'none'"));
     assert!(page.contains("<a href=\"http://forge.test/o/r/pulls/11\">"));
 }
+
+/// An issue's attempts (best of N) as its last report says them: a later run's report of the
+/// same issue without attempts (its pull request's rework) keeps them.
+#[test]
+fn the_attempts_of_an_issue_are_counted_once_from_its_last_report() {
+    let attempt = |letter: &str, passed: bool, chosen: bool| json!({"letter": letter, "passed": passed, "chosen": chosen, "iterations": 1, "costUsd": 0.5});
+    let run = |id: &str, at: &str, work: serde_json::Value| {
+        serde_json::from_value::<RunRecord>(json!({"runId": id, "startedAt": at, "work": work}))
+            .unwrap()
+    };
+    let runs = [
+        run(
+            "a",
+            "2026-11-02T10:00:00Z",
+            json!([{"key": "issue #1", "outcome": "stopped", "total": tally(2, 1.0),
+                    "attempts": [attempt("a", true, false), attempt("b", false, false)]}]),
+        ),
+        run(
+            "b",
+            "2026-11-03T10:00:00Z",
+            json!([{"key": "issue #1", "outcome": "pull request #10 ready for a human",
+                    "total": tally(3, 1.5),
+                    "attempts": [attempt("a", true, true), attempt("b", false, false),
+                                 attempt("c", true, false)]},
+                   {"key": "issue #2", "outcome": "unfinished", "total": tally(1, 0.1)}]),
+        ),
+    ];
+    let f = Figures::compute(&runs, &ForgeFacts::default(), None);
+    let b = &f.work.best_of;
+    assert_eq!((b.issues, b.attempts, b.passed), (1, 3, 2));
+    assert_eq!(b.cost_usd, 1.5);
+    assert!(
+        super::super::table::render(&f)
+            .contains("best of N      1 issue(s) · 3 attempt(s), 2 passed the gate · $1.50")
+    );
+}

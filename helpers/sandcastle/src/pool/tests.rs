@@ -1,4 +1,4 @@
-//! The pass's pool, without Docker or a forge: what matters is when work starts, not what it does.
+//! The pool, without Docker or a forge: what matters is when work starts, not what it does.
 use super::pool;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
