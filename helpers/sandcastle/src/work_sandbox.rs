@@ -197,6 +197,33 @@ impl<'a> WorkSandbox<'a> {
         Ok(sandbox)
     }
 
+    /// The run's warm cache of the base branch's tip, built first (`warm_up`) when neither a gate
+    /// nor a warm-up ahead asked for it yet, or waited for while one builds it; `None` when its
+    /// warm-up failed.
+    fn warm_volume(&mut self) -> Result<Option<String>> {
+        let ctx = self.ctx;
+        let base = self.repo.base_tip()?;
+        Ok(ctx
+            .warm_cache
+            .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
+                self.warm_up(&base, volume)
+            }))
+    }
+
+    /// The run's warm cache of the base branch's tip, built by a sibling (this work, its proxy,
+    /// a container of its own) on a thread beside the work's turns, so the work's first gate finds
+    /// it built rather than building it first; `None` without `check`: no gate, nothing to warm.
+    pub fn warm_ahead(&mut self) -> Result<Option<impl FnOnce() + Send + 'a>> {
+        if self.ctx.config.commands.check.is_empty() {
+            return Ok(None);
+        }
+        let mut warming = self.for_gate()?;
+        Ok(Some(move || {
+            // A base tip that cannot be read is the first gate's to say: it asks again.
+            let _ = warming.warm_volume();
+        }))
+    }
+
     /// Builds the warm cache in `volume`: `check` on a checkout of the base branch's tip `base`
     /// (the forge's, no agent's commit), in a container of its own, removed after.
     fn warm_up(&mut self, base: &str, volume: &str) -> Result<WarmUp> {
@@ -452,12 +479,7 @@ impl Sandboxed for WorkSandbox<'_> {
         // The commit the checkout below is made of: the branch's tip, as the seed bundles it.
         let commit = self.repo.tip()?;
         let started = Instant::now();
-        let base = self.repo.base_tip()?;
-        let warm =
-            ctx.warm_cache
-                .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
-                    self.warm_up(&base, volume)
-                });
+        let warm = self.warm_volume()?;
         let key = format!("{}-gate", self.key.slug());
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
         sandbox::create_volume(&cache, &ctx.run_id, &ctx.project)?;
