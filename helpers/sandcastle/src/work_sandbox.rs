@@ -490,11 +490,11 @@ impl Sandboxed for WorkSandbox<'_> {
                 return Err(error);
             }
         };
-        let outcome = self.check_in(&sandbox, |sandbox| {
-            if warm.is_some() {
-                gate::copy_warm(sandbox)?;
+        let outcome = self.check_in(&sandbox, |sandbox| match warm {
+            Some(_) => {
+                checkout::seed_after(sandbox, self.repo, &ctx.remote, &gate::copy_warm_script())
             }
-            checkout::seed(sandbox, self.repo, &ctx.remote)
+            None => checkout::seed(sandbox, self.repo, &ctx.remote),
         });
         let removed = sandbox
             .remove()
