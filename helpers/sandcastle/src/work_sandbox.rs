@@ -131,8 +131,9 @@ impl<'a> WorkSandbox<'a> {
         Ok(self.proxy.as_deref().expect("opened above"))
     }
 
-    /// A sibling for a gate beside this sandbox's turn: the same work, variables and proxy (one
-    /// meter, one budget), no container of its own until its gate starts one (and removes it).
+    /// A sibling for a gate (or the warm-up ahead) beside this sandbox's turn: the same work,
+    /// variables and proxy (one meter, one budget), no container of its own until its gate (or
+    /// warm-up) starts one (and removes it).
     fn for_gate(&mut self) -> Result<WorkSandbox<'a>> {
         self.open_proxy()?;
         let mut gating = WorkSandbox::new(self.ctx, self.key, self.repo);
