@@ -125,6 +125,17 @@ pub fn seed(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {
     seed_with(sandbox, repo, remote, SEED)
 }
 
+/// [`seed`] after `first` (a script that takes no arguments and reads no stdin) in the same
+/// `docker exec`, one exec fewer: a gate copies its warm cache so. Either failing fails the call.
+pub fn seed_after(sandbox: &Sandbox, repo: &WorkRepo, remote: &str, first: &str) -> Result<()> {
+    seed_with(
+        sandbox,
+        repo,
+        remote,
+        &format!("set -eu\n({first}) </dev/null\n{SEED}"),
+    )
+}
+
 /// Makes a checkout of `repo`'s `origin/<base>` (the base branch as fetched from the forge, no
 /// agent's commit) in the sandbox, HEAD detached there: what the gate's warm cache is built from.
 pub fn seed_base(sandbox: &Sandbox, repo: &WorkRepo, remote: &str) -> Result<()> {

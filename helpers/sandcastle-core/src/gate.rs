@@ -20,28 +20,18 @@ const TAIL_BYTES: usize = 3000;
 pub const CACHE: &str = "/gate-cache";
 
 /// Where the run's warm build cache (a volume built from the base branch's tip, never from an
-/// agent's commit) is mounted read-only in a gate's container; [`copy_warm`] copies it into the
-/// gate's own [`CACHE`], so what the gate's build writes reaches no other gate.
+/// agent's commit) is mounted read-only in a gate's container; [`copy_warm_script`] copies it into
+/// the gate's own [`CACHE`], so what the gate's build writes reaches no other gate.
 pub const WARM: &str = "/gate-warm";
 
-/// `sh -c COPY_WARM sh <warm> <cache>`: every entry of the warm cache into the gate's own, as the
-/// agent user (the warm cache's files are that user's), an entry at a time so the gate's own
-/// directory (root's) keeps its times. Plain `cp -a`, so BusyBox's will do; GNU cp (9.0 on) shares
-/// blocks where the file system can by itself.
-const COPY_WARM: &str = r#"set -eu
-cd "$1"
-find . -mindepth 1 -maxdepth 1 -exec cp -a {} "$2"/ \;"#;
-
-/// Fills the gate's own cache ([`CACHE`], opened to the agent user) with a copy of the warm
-/// cache mounted at [`WARM`], before anything of the commit runs.
-pub fn copy_warm(sandbox: &Sandbox) -> Result<()> {
-    sandbox
-        .run_at(
-            "/",
-            &["sh", "-c", COPY_WARM, "sh", WARM, CACHE],
-            "docker exec (copy the warm build cache)",
-        )
-        .map(drop)
+/// The script that fills the gate's own cache ([`CACHE`], opened to the agent user) with a copy of
+/// the warm cache mounted at [`WARM`], before anything of the commit runs: run as the agent user
+/// (the warm cache's files are that user's) in the exec that makes the checkout
+/// (`checkout::seed_after`), an entry at a time so the gate's own directory (root's) keeps its
+/// times. Plain `cp -a`, so BusyBox's will do; GNU cp (9.0 on) shares blocks where the file system
+/// can by itself.
+pub fn copy_warm_script() -> String {
+    format!("cd {WARM}\nfind . -mindepth 1 -maxdepth 1 -exec cp -a {{}} {CACHE}/ \\;")
 }
 
 /// The variables that point builds at the cache: cargo's target directory and the XDG cache.

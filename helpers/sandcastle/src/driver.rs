@@ -98,7 +98,28 @@ fn work_under(
     if let Piece::Attempt(_, attempt) = piece {
         sandbox = sandbox.for_attempt(&slug, &format!("{key} attempt {}", attempt.letter));
     }
-    drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
+    let warm_ahead = if works_next(ctx, piece, &state) {
+        sandbox.warm_ahead()?
+    } else {
+        None
+    };
+    std::thread::scope(|scope| {
+        if let Some(warm_ahead) = warm_ahead {
+            scope.spawn(warm_ahead);
+        }
+        drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
+    })
+}
+
+/// Whether the work's next turn is its working role's, which a gate follows when it is done: the
+/// gate's warm cache is then built beside it. Not before an assessment, which may leave the issue
+/// waiting for a person.
+fn works_next(ctx: &Context, piece: &Piece, state: &WorkState) -> bool {
+    match state.phase {
+        Phase::Work => true,
+        Phase::Clarify => !(ctx.clarifies && matches!(piece, Piece::Issue(_))),
+        _ => false,
+    }
 }
 
 /// What a phase's step ends in: `Some` when the work stops here for now (published, waiting,

@@ -1,9 +1,9 @@
 //! The gate's warm build cache: one Docker volume per base commit, built once in a container of
 //! its own by running `[commands] check` on a checkout of the base branch's tip as the forge has
 //! it (never an agent's commit), then only ever mounted read-only. Each gate copies it into a
-//! fresh volume of its own (`gate::copy_warm`), so a gate's writes reach neither the warm volume
-//! nor another gate. When the base moves, the next gate builds a new one and the old one goes;
-//! when a warm-up fails, gates build cold, said once per base commit.
+//! fresh volume of its own (`gate::copy_warm_script`), so a gate's writes reach neither the warm
+//! volume nor another gate. When the base moves, the next gate builds a new one and the old one
+//! goes; when a warm-up fails, gates build cold, said once per base commit.
 use anyhow::Result;
 use sandcastle_core::git::short;
 use sandcastle_core::progress::Progress;

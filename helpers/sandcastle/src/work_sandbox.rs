@@ -149,8 +149,9 @@ impl<'a> WorkSandbox<'a> {
         Ok(self.proxy.as_deref().expect("opened above"))
     }
 
-    /// A sibling for a gate beside this sandbox's turn: the same work, variables and proxy (one
-    /// meter, one budget), no container of its own until its gate starts one (and removes it).
+    /// A sibling for a gate (or the warm-up ahead) beside this sandbox's turn: the same work,
+    /// variables and proxy (one meter, one budget), no container of its own until its gate (or
+    /// warm-up) starts one (and removes it).
     fn for_gate(&mut self) -> Result<WorkSandbox<'a>> {
         self.open_proxy()?;
         let mut gating = WorkSandbox::new(self.ctx, self.key, self.repo);
@@ -218,6 +219,33 @@ impl<'a> WorkSandbox<'a> {
         let mut sandbox = Sandbox::start(spec)?;
         sandbox.add_env(proxy.sandbox_env(sandbox.relay_port()));
         Ok(sandbox)
+    }
+
+    /// The run's warm cache of the base branch's tip, built first (`warm_up`) when neither a gate
+    /// nor a warm-up ahead asked for it yet, or waited for while one builds it; `None` when its
+    /// warm-up failed.
+    fn warm_volume(&mut self) -> Result<Option<String>> {
+        let ctx = self.ctx;
+        let base = self.repo.base_tip()?;
+        Ok(ctx
+            .warm_cache
+            .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
+                self.warm_up(&base, volume)
+            }))
+    }
+
+    /// The run's warm cache of the base branch's tip, built by a sibling (this work, its proxy,
+    /// a container of its own) on a thread beside the work's turns, so the work's first gate finds
+    /// it built rather than building it first; `None` without `check`: no gate, nothing to warm.
+    pub fn warm_ahead(&mut self) -> Result<Option<impl FnOnce() + Send + 'a>> {
+        if self.ctx.config.commands.check.is_empty() {
+            return Ok(None);
+        }
+        let mut warming = self.for_gate()?;
+        Ok(Some(move || {
+            // A base tip that cannot be read is the first gate's to say: it asks again.
+            let _ = warming.warm_volume();
+        }))
     }
 
     /// Builds the warm cache in `volume`: `check` on a checkout of the base branch's tip `base`
@@ -475,12 +503,7 @@ impl Sandboxed for WorkSandbox<'_> {
         // The commit the checkout below is made of: the branch's tip, as the seed bundles it.
         let commit = self.repo.tip()?;
         let started = Instant::now();
-        let base = self.repo.base_tip()?;
-        let warm =
-            ctx.warm_cache
-                .volume(&ctx.run_id, &ctx.project, &base, &ctx.progress, |volume| {
-                    self.warm_up(&base, volume)
-                });
+        let warm = self.warm_volume()?;
         let key = format!("{}-gate", self.slug);
         let cache = format!("{}-cache", sandbox::container_name(&ctx.run_id, &key));
         sandbox::provider().create_volume(&cache, &ctx.run_id, &ctx.project)?;
@@ -491,11 +514,11 @@ impl Sandboxed for WorkSandbox<'_> {
                 return Err(error);
             }
         };
-        let outcome = self.check_in(&sandbox, |sandbox| {
-            if warm.is_some() {
-                gate::copy_warm(sandbox)?;
+        let outcome = self.check_in(&sandbox, |sandbox| match warm {
+            Some(_) => {
+                checkout::seed_after(sandbox, self.repo, &ctx.remote, &gate::copy_warm_script())
             }
-            checkout::seed(sandbox, self.repo, &ctx.remote)
+            None => checkout::seed(sandbox, self.repo, &ctx.remote),
         });
         let removed = sandbox
             .remove()

@@ -172,3 +172,31 @@ fn a_checkouts_tree_is_carried_to_a_fresh_container_as_uncommitted_changes() {
     );
     assert_eq!(repo.tip().unwrap(), tip, "the host's branch did not move");
 }
+
+/// `seed_after` runs its first script, then makes the checkout, in one exec; a first script that
+/// fails fails the call before any checkout is made, however the bundle on stdin would have seeded.
+#[test]
+fn a_script_run_before_the_checkout_in_its_exec_fails_the_seed_when_it_fails() {
+    if !docker_ready() {
+        return;
+    }
+    let remote = Remote::new();
+    let repo = remote.repo("work.git", "sandcastle/issue-1").unwrap();
+    let run = TestRun::new("seed-after");
+    let url = "http://127.0.0.1:9/owner/name.git";
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    seed_after(&sandbox, &repo, url, "echo first > /tmp/first").unwrap();
+    assert_eq!(exec(&sandbox, &["cat", "/tmp/first"]), "first");
+    assert_eq!(exec(&sandbox, &["cat", "initial"]), "initial");
+
+    let failing = Sandbox::start(&spec(&run, "issue-2", &[])).unwrap();
+    let err = seed_after(&failing, &repo, url, "echo cannot copy >&2; false")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cannot copy"), "{err}");
+    let checked_out = failing
+        .exec_at("/", &["test", "-e", &format!("{WORKSPACE}/initial")])
+        .and_then(|exec| exec.output())
+        .unwrap();
+    assert!(!checked_out.status.success(), "a checkout was made");
+}

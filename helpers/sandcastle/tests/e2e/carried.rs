@@ -41,7 +41,7 @@ fn a_dead_relays_uncommitted_work_and_unhanded_commits_reach_the_fresh_container
         .spawn()
         .unwrap();
     h.wait_for_file(&mut run, "/tmp/ready");
-    let containers = h.containers();
+    let containers = h.work_containers();
     assert_eq!(containers.len(), 1, "{containers:?}");
     let killed = Command::new("docker")
         .args(["exec", &containers[0], "sh", "-c"])

@@ -158,10 +158,16 @@ fn a_crashed_holders_work_is_taken_over_after_its_lease() {
         "the second host left no container"
     );
 
-    // The killed run's own container: removed here, as its next start would.
+    // The killed run's own container and volume (the gate's warm cache, built beside its first
+    // turn): removed here, as its next start would.
     for id in h.containers() {
         let _ = std::process::Command::new("docker")
             .args(["rm", "-f", &id])
+            .output();
+    }
+    for volume in h.volumes() {
+        let _ = std::process::Command::new("docker")
+            .args(["volume", "rm", "-f", &volume])
             .output();
     }
 }

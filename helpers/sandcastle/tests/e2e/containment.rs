@@ -516,6 +516,62 @@ fn gates_start_warm_from_the_base_and_write_only_their_own_copy() {
     );
 }
 
+/// The gate's warm cache is built beside the implementer's first turn, not after it: the turn
+/// commits only once the warm-up's container exists (the test says so through a read-only mount
+/// when the engine reports it created), and the work's one gate then starts from that cache.
+#[test]
+fn the_warm_up_runs_beside_the_implementers_first_turn() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let signal = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(signal.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Bounded, so the test fails rather than hangs when the warm-up waits for the turn.
+    let wait = "for i in $(seq 600); do [ -e /signal/warm-up ] && break; sleep 0.1; done; \
+        [ -e /signal/warm-up ] && echo done > work.txt && git add work.txt && git commit -qm Work";
+    let check = format!("[[\"sh\", \"-c\", '''{WARM_CHECK}''', \"sh\", \"0\", \"warm\"]]");
+    let h = Harness::new(
+        json!([reviewer(), {"match": "The issue: #1\n", "turns": [
+            {"bash": wait, "description": "wait for the warm-up"},
+            {"text": format!("Done. {COMPLETE}")}]}]),
+        &format!(
+            "[commands]\ncheck = {check}\n[sandbox]\nmemory = \"2g\"\npidsLimit = 512\nmounts = [\"{}:/signal\"]",
+            signal.path().display()
+        ),
+    );
+    let issue = h.create_issue("The work", "Do the work.", &["ready-for-agent"]);
+    let mut events = listen_for_created(h.project());
+    let heard = events.stdout.take().unwrap();
+    let flag = signal.path().join("warm-up");
+    let watcher = std::thread::spawn(move || {
+        let mut names = Vec::new();
+        for name in std::io::BufReader::new(heard).lines().map_while(Result::ok) {
+            if name.contains("-warm-") {
+                std::fs::write(&flag, "").unwrap();
+            }
+            names.push(name);
+        }
+        names
+    });
+    let output = h.sandcastle(&["run", "--issue", &issue.to_string()]);
+    events.kill().unwrap();
+    events.wait().unwrap();
+    let created = watcher.join().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+
+    let log = h.remote_log("sandcastle/issue-1");
+    assert_eq!(log.first().map(String::as_str), Some("Work"), "{stderr}");
+    let warm_ups = created.iter().filter(|n| n.contains("-warm-")).count();
+    assert_eq!(warm_ups, 1, "{created:?}");
+    let body = h.only_pull_body();
+    assert!(body.contains("(gate runs: 1)"), "{body}");
+    assert!(!body.contains("GATE-SAYS"), "{body}");
+    assert!(h.volumes().is_empty(), "{:?}", h.volumes());
+}
+
 /// A warm-up whose `check` fails on the base: gates build cold (they fail if the cache holds
 /// `from-base`), said in one line, and the warm-up is not tried again for the second gate.
 #[test]

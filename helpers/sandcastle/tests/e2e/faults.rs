@@ -45,14 +45,14 @@ fn a_sigkilled_runs_containers_and_directory_are_removed_by_the_next_start() {
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(120);
-    while h.containers().is_empty() && Instant::now() < until {
+    while h.work_containers().is_empty() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(500));
     }
-    let left = h.containers();
+    let left = h.work_containers();
     assert_eq!(left.len(), 1, "the run started its sandbox");
     run.kill().unwrap();
     run.wait().unwrap();
-    assert_eq!(h.containers(), left, "SIGKILL leaves the container");
+    assert_eq!(h.work_containers(), left, "SIGKILL leaves the container");
     let killed = listed();
     assert_eq!(killed.len(), 1, "{killed:?}");
     assert!(killed[0].ends_with(&format!("-{}", run.id())), "{killed:?}");

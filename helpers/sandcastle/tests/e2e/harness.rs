@@ -113,6 +113,22 @@ impl Harness {
         containers_of(self.project())
     }
 
+    /// This project's containers but the gate's warm-ups (`-warm-` in the name), which run beside a
+    /// work's first turn where there is a `check`: the works' own, for a test that counts them.
+    pub fn work_containers(&self) -> Vec<String> {
+        let listed = labelled(
+            &["ps", "-a", "--format", "{{.ID}}/{{.Names}}"],
+            self.project(),
+        );
+        listed
+            .into_iter()
+            .filter_map(|line| {
+                let (id, name) = line.split_once('/')?;
+                (!name.contains("-warm-")).then(|| id.to_string())
+            })
+            .collect()
+    }
+
     /// This project's Docker volumes (any run).
     pub fn volumes(&self) -> Vec<String> {
         labelled(&["volume", "ls", "-q"], self.project())

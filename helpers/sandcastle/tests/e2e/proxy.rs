@@ -116,7 +116,7 @@ fn key_stays_out(config: &str, credential: Credential) {
     std::fs::write(&env, text).unwrap();
 
     let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/looked");
-    let containers = h.containers();
+    let containers = h.work_containers();
     assert_eq!(containers.len(), 1);
     let found = container_holds_key(&containers[0]);
     h.touch_in_sandbox("/tmp/go");
