@@ -237,13 +237,19 @@ fn credentials_are_taken_in_order_and_a_missing_one_names_the_keys() {
     assert!(error.to_string().contains("ANTHROPIC_BASE_URL"), "{error}");
 }
 
-#[test]
-fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
+/// A model whose every answer to "hello" costs 100k tokens in and 1000 out, and a proxy to it.
+fn costly_model() -> (FakeAnthropic, Proxy) {
     let scenario = json!([{"match": "hello", "turns": [
         {"text": "costly", "usage": {"input_tokens": 100000, "output_tokens": 1000}}
     ], "repeat_last": true}]);
     let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
     let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    (model, proxy)
+}
+
+#[test]
+fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
+    let (model, proxy) = costly_model();
     // Priced as the dearest model: 100k in at $15/M and 1k out at $75/M is $1.575.
     let budget = Budget {
         spent: 1.0,
@@ -275,11 +281,7 @@ fn the_work_is_metered_from_the_answers_and_refused_once_its_budget_is_spent() {
 /// other, and what they had spent before counts once.
 #[test]
 fn works_under_a_shared_budget_spend_it_together() {
-    let scenario = json!([{"match": "hello", "turns": [
-        {"text": "costly", "usage": {"input_tokens": 100000, "output_tokens": 1000}}
-    ], "repeat_last": true}]);
-    let model = FakeAnthropic::start(Scenario::from_json(&scenario.to_string()).unwrap()).unwrap();
-    let proxy = proxy_to(&model, Credential::ApiKey(REAL_KEY.into()));
+    let (model, proxy) = costly_model();
     // $1.575 a request (as above), against $3.00 with $1.00 spent before.
     let budget = Budget {
         spent: 1.0,

@@ -264,18 +264,8 @@ fn a_malformed_choice_is_a_failed_turn_and_the_correction_chooses() {
                 && r.latest.contains("\"attempt\" must be one of \"a\", \"b\"")),
         "the correction told why: {choosing:?}"
     );
-    assert_eq!(
-        h.remote_log(&format!("sandcastle/issue-{issue}"))
-            .first()
-            .map(String::as_str),
-        Some("Attempt a")
-    );
-    let body = h.only_pull_body();
-    assert!(
-        body.contains("2 independent attempts ran; the gate passed 2 of them."),
-        "{body}"
-    );
-    assert!(body.contains("| a (chosen) |"), "{body}");
+    let body = pushed_body(&h, issue, "Attempt a");
+    assert_two_passed_and_chosen(&body, 'a');
 }
 
 /// Three attempts one at a time against `maxCostPerIssue = 1`: each of a's and b's model turns
@@ -387,18 +377,28 @@ fn a_kill_during_the_attempts_resumes_without_starting_them_twice() {
         (1, 2),
         "a is not started again; b's killed turn runs again: {stderr}"
     );
+    let body = pushed_body(&h, issue, "Attempt b");
+    assert_two_passed_and_chosen(&body, 'b');
+}
+
+/// The pull request's body, once the issue's branch on the forge ends in the commit `subject`.
+fn pushed_body(h: &Harness, issue: u64, subject: &str) -> String {
     assert_eq!(
         h.remote_log(&format!("sandcastle/issue-{issue}"))
             .first()
             .map(String::as_str),
-        Some("Attempt b")
+        Some(subject)
     );
-    let body = h.only_pull_body();
+    h.only_pull_body()
+}
+
+/// The body says both attempts passed the gate and `letter` was chosen.
+fn assert_two_passed_and_chosen(body: &str, letter: char) {
     assert!(
         body.contains("2 independent attempts ran; the gate passed 2 of them."),
         "{body}"
     );
-    assert!(body.contains("| b (chosen) |"), "{body}");
+    assert!(body.contains(&format!("| {letter} (chosen) |")), "{body}");
 }
 
 /// The attempt `letter` of `of` whose commit `check` refuses (`maxIterations = 1`): it drops out.
@@ -437,13 +437,7 @@ fn a_single_passing_attempt_is_chosen_without_a_turn() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(choosing_requests(&h).is_empty());
-    assert_eq!(
-        h.remote_log(&format!("sandcastle/issue-{issue}"))
-            .first()
-            .map(String::as_str),
-        Some("Attempt b")
-    );
-    let body = h.only_pull_body();
+    let body = pushed_body(&h, issue, "Attempt b");
     assert!(body.contains("| a | did not pass | 1 |"), "{body}");
     assert!(
         body.contains("Attempt b was the only one the gate passed."),
@@ -508,35 +502,7 @@ fn a_chosen_attempt_killed_half_published_is_finished_by_the_next_run() {
         REFUSING_CHECK,
     );
     let issue = h.create_issue("Write a file", "Write one file.", &["ready-for-agent"]);
-    h.forge
-        .inject_faults(
-            "POST /repos/{owner}/{repo}/issues/{index}/labels",
-            1,
-            fake_forge::Fault {
-                status: 429,
-                retry_after: Some(30),
-            },
-        )
-        .unwrap();
-    let mut run = h
-        .command(&["run", "--issue", &issue.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    while h.forge.pending_faults() > 0 {
-        assert!(
-            std::time::Instant::now() < until,
-            "the labels were never asked for"
-        );
-        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    run.kill().unwrap();
-    run.wait().unwrap();
-    let pull = h.pulls()[0]["number"].as_u64().unwrap();
-    assert!(h.labels_of(pull).is_empty(), "killed before the labels");
+    let pull = h.run_killed_before_the_labels(issue);
     let requests = h.anthropic.requests().len();
 
     let again = h.sandcastle(&["run", "--once"]);

@@ -233,33 +233,7 @@ fn a_run_killed_between_the_pull_request_and_its_labels_is_finished_by_the_next(
         return;
     };
     let (h, issue) = one_completing_issue();
-    h.forge
-        .inject_faults(
-            ADD_LABELS,
-            1,
-            fake_forge::Fault {
-                status: 429,
-                retry_after: Some(30),
-            },
-        )
-        .unwrap();
-    let mut run = h
-        .command(&["run", "--issue", &issue.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(120);
-    while h.forge.pending_faults() > 0 {
-        assert!(Instant::now() < until, "the labels were never asked for");
-        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    run.kill().unwrap();
-    run.wait().unwrap();
-    assert_eq!(h.pulls().len(), 1);
-    let pull = h.pulls()[0]["number"].as_u64().unwrap();
-    assert!(h.labels_of(pull).is_empty(), "killed before the labels");
+    let pull = h.run_killed_before_the_labels(issue);
 
     let again = h.sandcastle(&["run", "--once"]);
     assert!(again.status.success());

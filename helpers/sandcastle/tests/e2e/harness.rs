@@ -335,6 +335,43 @@ impl Harness {
             .unwrap()
     }
 
+    /// `sandcastle run --issue issue`, SIGKILLed once its pull request is open and its labels were
+    /// asked for (held there by a `Retry-After`): returns the pull request, which has no label.
+    pub fn run_killed_before_the_labels(&self, issue: u64) -> u64 {
+        self.forge
+            .inject_faults(
+                "POST /repos/{owner}/{repo}/issues/{index}/labels",
+                1,
+                fake_forge::Fault {
+                    status: 429,
+                    retry_after: Some(30),
+                },
+            )
+            .unwrap();
+        let mut run = self
+            .command(&["run", "--issue", &issue.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        while self.forge.pending_faults() > 0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "the labels were never asked for"
+            );
+            assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let pulls = self.pulls();
+        assert_eq!(pulls.len(), 1);
+        let pull = pulls[0]["number"].as_u64().unwrap();
+        assert!(self.labels_of(pull).is_empty(), "killed before the labels");
+        pull
+    }
+
     pub fn create_issue(&self, title: &str, body: &str, labels: &[&str]) -> u64 {
         let ids: Vec<i64> = labels.iter().map(|l| self.label_id(l)).collect();
         self.post(
