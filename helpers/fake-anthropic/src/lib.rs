@@ -163,6 +163,7 @@ impl FakeAnthropic {
 
 impl Drop for FakeAnthropic {
     fn drop(&mut self) {
+        self.state.close();
         for _ in &self.workers {
             self.server.unblock();
         }

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tiny_http::{Header, Method, Request, Response};
@@ -31,6 +32,9 @@ pub struct State {
     /// Every request's method and path (query included), in arrival order.
     pub routes: Mutex<Vec<String>>,
     next_id: AtomicU64,
+    /// Set when the server stops: a turn's `delay_seconds` ends early then, so stopping the server
+    /// does not wait out a slow model's answer.
+    closing: (Mutex<bool>, Condvar),
 }
 
 impl State {
@@ -43,7 +47,23 @@ impl State {
             auth_headers: Mutex::new(BTreeSet::new()),
             routes: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            closing: (Mutex::new(false), Condvar::new()),
         }
+    }
+
+    /// Ends every [`State::pause`] under way, and the ones to come, at once.
+    pub fn close(&self) {
+        *self.closing.0.lock().unwrap() = true;
+        self.closing.1.notify_all();
+    }
+
+    /// Waits `length`, or until the server stops.
+    fn pause(&self, length: Duration) {
+        let closing = self.closing.0.lock().unwrap();
+        let _ = self
+            .closing
+            .1
+            .wait_timeout_while(closing, length, |closing| !*closing);
     }
 
     fn next_id(&self) -> u64 {
@@ -154,7 +174,7 @@ fn messages(conversation: Conversation, state: &State) -> Answer {
     {
         script_index = Some(index);
         if let Some(seconds) = turn.delay_seconds {
-            std::thread::sleep(std::time::Duration::from_secs(seconds));
+            state.pause(Duration::from_secs(seconds));
         }
         reply.text = turn.text_for(&conversation.prompt);
         let bash = turn.bash.as_ref().map(|command| {
