@@ -59,7 +59,9 @@ fi
 
 register_test_runtime
 echo "start-dockerd: starting dockerd (log: $log)"
-nohup dockerd --bridge=none --iptables=false --ip-forward=false --ip-masq=false >>"$log" 2>&1 &
+# From /: the engine outlives this checkout, and its container monitors fail once their working
+# directory is gone ("Failed to get working directory").
+(cd / && exec nohup dockerd --bridge=none --iptables=false --ip-forward=false --ip-masq=false >>"$log" 2>&1) &
 pid=$!
 
 for ((i = 0; i < wait_seconds; i++)); do

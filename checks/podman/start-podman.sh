@@ -18,7 +18,9 @@ command -v podman >/dev/null || { echo "start-podman: podman not found; run chec
 
 mkdir -p "$(dirname "$socket")"
 echo "start-podman: starting podman system service at $socket (log: $log)"
-nohup podman system service --time=0 "unix://$socket" >>"$log" 2>&1 &
+# From /: the engine outlives this checkout, and its container monitors fail once their working
+# directory is gone ("Failed to get working directory").
+(cd / && exec nohup podman system service --time=0 "unix://$socket" >>"$log" 2>&1) &
 pid=$!
 for ((i = 0; i < wait_seconds; i++)); do
     if answers; then
