@@ -735,7 +735,7 @@ impl WorkRepo {
 
     /// Pushes `commit`, which must be the work branch's tip, to `refs/heads/<published_branch>` on the
     /// remote URL: the commit the caller checked (the gate's), never whatever the branch is at by
-    /// then. A no-op when the remote already has that commit.
+    /// then. Success too when the remote already has that commit (at its tip or behind it).
     pub fn push(&self, creds: &Credentials, commit: &str) -> Result<()> {
         let (branch, url) = (self.published_branch(), &self.remote);
         let fail = |e: anyhow::Error| anyhow!("push of {branch} to {url} failed: {e:#}");
@@ -756,6 +756,15 @@ impl WorkRepo {
             address_space: None,
         };
         let refname = format!("refs/heads/{branch}");
+        // Pushed first: the forge is asked what it holds only when the push is refused, so a
+        // publish costs one round trip, not two.
+        let pushed = git.run(
+            &["push", "--quiet", "--", url, &format!("{commit}:{refname}")],
+            "push",
+        );
+        let Err(refused) = pushed else {
+            return Ok(());
+        };
         let advertised = git
             .output(&["ls-remote", "--", url, &refname], "ls-remote")
             .map_err(fail)?;
@@ -763,17 +772,16 @@ impl WorkRepo {
             let (sha, name) = line.split_once('\t')?;
             (name == refname).then_some(sha)
         });
-        if let Some(tip) = remote_tip {
-            // The remote tip may be a commit this repository has never fetched; then it cannot contain HEAD.
-            if tip == head || (local.has_commit(tip)? && local.is_ancestor(&head, tip)?) {
-                return Ok(());
+        // A remote already past HEAD (an earlier push of this work, then more) refuses it; the
+        // remote tip may be a commit this repository has never fetched, and then cannot contain HEAD.
+        match remote_tip {
+            Some(tip)
+                if tip == head || (local.has_commit(tip)? && local.is_ancestor(&head, tip)?) =>
+            {
+                Ok(())
             }
+            _ => Err(fail(refused)),
         }
-        git.run(
-            &["push", "--quiet", "--", url, &format!("{commit}:{refname}")],
-            "push",
-        )
-        .map_err(fail)
     }
 }
 
@@ -1263,6 +1271,35 @@ pub(crate) mod tests {
             resumed.new_commits().unwrap(),
             ["first change", "second change"]
         );
+    }
+
+    /// A push goes first: a remote already past the commit (an earlier publish of the work, then
+    /// more) refuses it, and that is success; a remote that went elsewhere is the push's error.
+    #[test]
+    fn a_push_the_remote_is_past_succeeds_and_one_it_diverged_from_fails() {
+        let remote = Remote::new();
+        let branch = "sandcastle/issue-3";
+        let repo = remote.repo("a.git", branch).unwrap();
+        let first = agent_commits(&repo, &["first"]);
+        let later = agent_commits(&repo, &["later"]);
+        repo.push(&creds("unused-token"), &later).unwrap();
+        let work_ref = format!("refs/heads/{branch}");
+        fixture_git(&repo.git_dir, &["update-ref", &work_ref, &first]);
+
+        repo.push(&creds("unused-token"), &first).unwrap();
+        assert_eq!(
+            remote.tip(branch),
+            Some(later.clone()),
+            "nothing moved back"
+        );
+
+        let diverged = agent_commits(&repo, &["diverged"]);
+        let err = repo
+            .push(&creds("unused-token"), &diverged)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("push of {branch} to")), "{err}");
+        assert_eq!(remote.tip(branch), Some(later));
     }
 
     /// What a sandbox does, with `change` made to the agent's checkout: everything in it
