@@ -76,6 +76,7 @@ pub fn step(
                 after: settings.timeout,
                 key: "[clarify] timeout",
             }),
+            fresh_ahead: false,
         },
         &mut |_| {},
     )?;

@@ -18,7 +18,7 @@ use crate::publish::{self, Published};
 use crate::reviews;
 use crate::seam::{Heard, Sandboxed, Turn};
 use crate::state::{Outcome, Phase, Verdict, WorkState};
-use crate::work_sandbox::WorkSandbox;
+use crate::work_sandbox::{First, WorkSandbox};
 use anyhow::{Result, bail};
 use sandcastle_core::agent::{AgentOutcome, Ending, SavedSession};
 use sandcastle_core::gate::GateOutcome;
@@ -68,22 +68,6 @@ fn work_under(
             state
         }
     };
-    let repo = WorkRepo::prepare(
-        &ctx.repo_dir(&slug),
-        &ctx.remote,
-        &ctx.creds,
-        &piece.branch(),
-        base,
-    )?;
-    if state.start_commit.is_none() {
-        state.start_commit = Some(repo.tip()?);
-        state.save(&ctx.state_dir())?;
-    }
-    if let Piece::Green(pull, trouble) = piece {
-        // After the state is saved: a round counted is a round that resumes.
-        green::begin(ctx, pull.number, trouble)?;
-    }
-    let repo = repo.starting_at(state.start_commit.as_deref().expect("set above"));
     let budget = match shared {
         Some(shared) => shared.clone(),
         None => Budget {
@@ -92,22 +76,55 @@ fn work_under(
             shared: None,
         },
     };
-    let mut sandbox = WorkSandbox::new(ctx, key, &repo)
-        .with_env(&outbox::sandbox_env(ctx, key, &state))
-        .with_budget(budget);
-    if let Piece::Attempt(_, attempt) = piece {
-        sandbox = sandbox.for_attempt(&slug, &format!("{key} attempt {}", attempt.letter));
-    }
-    let warm_ahead = if works_next(ctx, piece, &state) {
-        sandbox.warm_ahead()?
-    } else {
-        None
-    };
+    let work_env = outbox::sandbox_env(ctx, key, &state);
     std::thread::scope(|scope| {
-        if let Some(warm_ahead) = warm_ahead {
-            scope.spawn(warm_ahead);
+        // The first turn's container starts while the work's repository is fetched.
+        let first = match works_next(ctx, piece, &state) && !best_of::begins(ctx, piece, &state) {
+            true => Some(First::start(
+                scope,
+                ctx,
+                key,
+                &slug,
+                &work_env,
+                budget.clone(),
+            )?),
+            false => None,
+        };
+        let repo = WorkRepo::prepare(
+            &ctx.repo_dir(&slug),
+            &ctx.remote,
+            &ctx.creds,
+            &piece.branch(),
+            base,
+        )?;
+        if state.start_commit.is_none() {
+            state.start_commit = Some(repo.tip()?);
+            state.save(&ctx.state_dir())?;
         }
-        drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
+        if let Piece::Green(pull, trouble) = piece {
+            // After the state is saved: a round counted is a round that resumes.
+            green::begin(ctx, pull.number, trouble)?;
+        }
+        let repo = repo.starting_at(state.start_commit.as_deref().expect("set above"));
+        let mut sandbox = WorkSandbox::new(ctx, key, &repo)
+            .with_env(&work_env)
+            .with_budget(budget);
+        if let Piece::Attempt(_, attempt) = piece {
+            sandbox = sandbox.for_attempt(&slug, &format!("{key} attempt {}", attempt.letter));
+        }
+        if let Some(first) = first {
+            sandbox.take_first(first);
+        }
+        let warm_ahead = match works_next(ctx, piece, &state) {
+            true => sandbox.warm_ahead()?,
+            false => None,
+        };
+        std::thread::scope(|scope| {
+            if let Some(warm_ahead) = warm_ahead {
+                scope.spawn(warm_ahead);
+            }
+            drive(ctx, piece, &repo, base, &mut state, &mut sandbox)
+        })
     })
 }
 
@@ -169,7 +186,11 @@ pub fn drive(
             (Phase::Passed, _) => Some(Outcome::Passed),
             (Phase::Publish, _) => publish(ctx, piece, repo, base, state, sandbox)?,
             (Phase::Done, _) => done(piece, state),
-            (Phase::GaveUp, _) => gave_up(ctx, piece, state)?,
+            (Phase::GaveUp, _) => {
+                // No turn follows: the work's containers go while the forge is told.
+                sandbox.release();
+                gave_up(ctx, piece, state)?
+            }
         };
         state.save(&ctx.state_dir())?;
         if let Some(outcome) = step {
@@ -307,7 +328,7 @@ fn said_done(
         state.nudge = Some(turns::unfinished_nudge(&why));
         return Ok(());
     }
-    if piece.reviewed() && ctx.config.review.enabled {
+    if reviewed(ctx, piece) {
         state.nudge = None;
         state.phase = Phase::Review;
         return Ok(());
@@ -323,6 +344,11 @@ fn said_done(
         gate_refuted(ctx, key, state, &gate, "");
     }
     Ok(())
+}
+
+/// Whether a review follows the working role's turns once it says it is done.
+fn reviewed(ctx: &Context, piece: &Piece) -> bool {
+    piece.reviewed() && ctx.config.review.enabled
 }
 
 /// Waiting for a person's answer: asked (again) until it comes; then the agent goes on with it.
@@ -372,6 +398,8 @@ fn publish(
             return Ok(None);
         }
     }
+    // No turn follows: the work's containers go while it publishes.
+    sandbox.release();
     let clarified = clarify::pull_section(state);
     match publish::publish(ctx, piece, repo, base, state, &clarified)? {
         Published::Pull(pull) => {
@@ -577,6 +605,11 @@ fn working_turn(
 ) -> Result<AgentOutcome> {
     let key = piece.key();
     let role = piece.working_role();
+    // The reviewer's container starts beside the turn that may hand the work to it.
+    let alongside = match reviewed(ctx, piece) {
+        true => Alongside::ReviewersContainer,
+        false => Alongside::Nothing,
+    };
     let max = ctx.config.max_iterations;
     let iteration = state.iterations + 1;
     let counted = state.counted_iterations() + 1;
@@ -614,7 +647,16 @@ fn working_turn(
                 0 => whole_prompt(state)?,
                 _ => turns::continuation(counted, max, state.nudge.as_deref()),
             });
-            let resumed = take_turn(ctx, state, sandbox, role, iteration, &prompt, Some(&saved))?;
+            let resumed = take_turn(
+                alongside,
+                ctx,
+                state,
+                sandbox,
+                role,
+                iteration,
+                &prompt,
+                Some(&saved),
+            )?;
             if refused_resume(&resumed) {
                 ctx.progress.note(&format!(
                     "{key}: Claude Code could not resume session {}; starting a fresh session with the last summary",
@@ -635,7 +677,10 @@ fn working_turn(
         None => {
             let mut prompt = whole_prompt(state)?;
             prompt += &clarify::for_implementer(state);
-            take_turn(ctx, state, sandbox, role, iteration, &telling(prompt), None)?
+            let prompt = telling(prompt);
+            take_turn(
+                alongside, ctx, state, sandbox, role, iteration, &prompt, None,
+            )?
         }
     };
     state.iterations = iteration;
@@ -661,8 +706,11 @@ fn working_turn(
     Ok(outcome)
 }
 
-/// A turn, with its session and cost kept in the state.
+/// A turn (`alongside` it nothing, or a container's start), with its session and cost kept in
+/// the state.
+#[allow(clippy::too_many_arguments)]
 fn take_turn(
+    alongside: Alongside,
     ctx: &Context,
     state: &mut WorkState,
     sandbox: &mut dyn Sandboxed,
@@ -672,14 +720,7 @@ fn take_turn(
     resume: Option<&SavedSession>,
 ) -> Result<AgentOutcome> {
     let (outcome, _) = turn_and(
-        Alongside::Nothing,
-        ctx,
-        state,
-        sandbox,
-        role,
-        iteration,
-        prompt,
-        resume,
+        alongside, ctx, state, sandbox, role, iteration, prompt, resume,
     )?;
     Ok(outcome)
 }
@@ -690,6 +731,9 @@ enum Alongside {
     Nothing,
     /// The gate, on the commit the turn starts from.
     Gate,
+    /// The start of the reviewer's fresh container, for the review that follows the working
+    /// role's turn when it says it is done.
+    ReviewersContainer,
 }
 
 /// A turn, and the gate at once when `alongside` says so (`Some` then: what became of it); the
@@ -717,6 +761,7 @@ fn turn_and(
         prompt,
         resume,
         time_limit: None,
+        fresh_ahead: alongside == Alongside::ReviewersContainer,
     };
     // An ask made while the agent works is published at once, its later revisions paced
     // (`outbox::ASK_EDIT_INTERVAL`): one held back goes out with a later event of the turn past
@@ -737,7 +782,9 @@ fn turn_and(
         }
     };
     let (outcome, gate) = match alongside {
-        Alongside::Nothing => (sandbox.turn(&turn, &mut heard)?, None),
+        Alongside::Nothing | Alongside::ReviewersContainer => {
+            (sandbox.turn(&turn, &mut heard)?, None)
+        }
         Alongside::Gate => {
             let (outcome, gate) = sandbox.turn_beside_gate(&turn, &mut heard)?;
             (outcome, Some(gate))

@@ -205,6 +205,7 @@ fn ask_planner(ctx: &Context, candidates: &[Issue], base: &str) -> Result<Vec<Pl
         counted: 1,
         max_iterations: 1,
         time_limit: None,
+        fresh_ahead: false,
     };
     let first = planner_turn(&mut sandbox, &turn)?;
     let error = match plan::parse(&first.result_text, &ids) {

@@ -32,6 +32,8 @@ pub trait Sandboxed {
     /// Checkouts of other work repositories (an issue's attempts, by letter) beside the next
     /// turn's own, read-only, in the container that turn runs in; nothing of them comes back.
     fn add_candidates(&mut self, candidates: &[(char, &WorkRepo)]) -> Result<()>;
+    /// Lets the work's containers go, beside what follows: no turn runs after this.
+    fn release(&mut self) {}
 }
 
 /// An ask relayed while a turn runs: its bytes, or why its record was refused.
@@ -57,4 +59,7 @@ pub struct Turn<'a> {
     pub resume: Option<&'a SavedSession>,
     /// A tighter bound on the turn than `[sandbox] turnTimeout`, output or not.
     pub time_limit: Option<TimeLimit>,
+    /// Start a fresh container beside this turn for the turn after it (the reviewer's, after the
+    /// working role's), where none is ready yet: a head start only.
+    pub fresh_ahead: bool,
 }

@@ -13,7 +13,11 @@
 //! taken on; the agent is told so in its prompt.
 //! A turn and the gate can run at once, on scoped threads, each in a container of its own; a gate
 //! that fails there starts the working role's fresh container while the turn finishes.
-//! Removed when dropped (on success, error or panic).
+//! No turn waits for a container to come or go: one a turn asks for (`Turn::fresh_ahead`, the
+//! reviewer's after the working role's) starts beside it, and one the work leaves is removed on a
+//! thread of its own (`remove_beside`); each has a name of its own (`fresh_key`), so one can start
+//! while another still goes. Removed when dropped (on success, error or panic), every removal
+//! waited for.
 use crate::context::Context;
 use crate::prompts::turns;
 use crate::seam::{Heard, Sandboxed, Turn};
@@ -31,6 +35,7 @@ use sandcastle_core::role::{Role, WorkKey};
 use sandcastle_core::sandbox::{self, Relay, Sandbox, SandboxSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::{JoinHandle, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 /// After the completion signal, how long the agent's process may take to exit.
@@ -70,6 +75,11 @@ pub struct WorkSandbox<'a> {
     written_by: Option<Role>,
     /// The checkout's tree as each role's last removed container left it, for its next one.
     carried: Vec<Carried>,
+    /// Containers the work left, each being removed on a thread of its own: waited for when the
+    /// work's sandbox is dropped.
+    removals: Vec<JoinHandle<Result<()>>>,
+    /// How many turn containers this work has named (`fresh_key`).
+    named: u32,
 }
 
 /// A checkout's tree taken out of a container that went while its work goes on.
@@ -108,6 +118,8 @@ impl<'a> WorkSandbox<'a> {
             tip: None,
             written_by: None,
             carried: Vec::new(),
+            removals: Vec::new(),
+            named: 0,
         }
     }
 
@@ -138,7 +150,7 @@ impl<'a> WorkSandbox<'a> {
 
     /// This work's socket of the model proxy, opened once for every container of the work (the
     /// agent's and the gate's), so its meter and budget span them all.
-    fn open_proxy(&mut self) -> Result<&WorkProxy> {
+    fn open_proxy(&mut self) -> Result<&Arc<WorkProxy>> {
         if self.proxy.is_none() {
             let proxy = self
                 .ctx
@@ -146,7 +158,7 @@ impl<'a> WorkSandbox<'a> {
                 .open(&self.key.to_string(), self.budget.clone())?;
             self.proxy = Some(Arc::new(proxy));
         }
-        Ok(self.proxy.as_deref().expect("opened above"))
+        Ok(self.proxy.as_ref().expect("opened above"))
     }
 
     /// A sibling for a gate (or the warm-up ahead) beside this sandbox's turn: the same work,
@@ -163,35 +175,6 @@ impl<'a> WorkSandbox<'a> {
         Ok(gating)
     }
 
-    /// The limits and wiring every container of this work gets; the proxy is open.
-    fn spec<'s>(&'s self, key: &'s str, env: &'s [(String, String)]) -> SandboxSpec<'s>
-    where
-        'a: 's,
-    {
-        let ctx = self.ctx;
-        let limits = &ctx.config.sandbox;
-        let proxy = self.proxy.as_ref().expect("the proxy is opened first");
-        SandboxSpec {
-            provider: sandbox::provider(),
-            image: &ctx.config.image_name,
-            run_id: &ctx.run_id,
-            project: &ctx.project,
-            key,
-            network: limits.network,
-            memory: &limits.memory,
-            pids_limit: limits.pids_limit,
-            mounts: &limits.mounts,
-            env,
-            tea: None,
-            volume: None,
-            read_only_volume: None,
-            relay: Relay {
-                socket_dir: proxy.dir(),
-            },
-            runtime: limits.runtime.as_deref(),
-        }
-    }
-
     /// A fresh container for a gate or a warm-up, `key`, with `cache` mounted read-write at
     /// `gate::CACHE` and the `warm` cache, if any, read-only at `gate::WARM`. It reaches the
     /// network as the agent does: through the work's proxy, as `egress` allows (a build fetches
@@ -202,23 +185,17 @@ impl<'a> WorkSandbox<'a> {
         cache: &str,
         warm: Option<&str>,
     ) -> Result<Sandbox> {
-        self.open_proxy()?;
+        let proxy = Arc::clone(self.open_proxy()?);
         let mut env = self.ctx.sandbox_env();
         env.extend(gate::cache_env());
-        self.started(&SandboxSpec {
-            volume: Some((cache, gate::CACHE)),
-            read_only_volume: warm.map(|warm| (warm, gate::WARM)),
-            ..self.spec(key, &env)
-        })
-    }
-
-    /// Starts the container of `spec` (made by [`WorkSandbox::spec`]; the proxy is open) and names
-    /// its relay's port, once the relay said it, in the variables of its execs.
-    fn started(&self, spec: &SandboxSpec) -> Result<Sandbox> {
-        let proxy = self.proxy.as_ref().expect("the proxy is opened first");
-        let mut sandbox = Sandbox::start(spec)?;
-        sandbox.add_env(proxy.sandbox_env(sandbox.relay_port()));
-        Ok(sandbox)
+        started(
+            &proxy,
+            &SandboxSpec {
+                volume: Some((cache, gate::CACHE)),
+                read_only_volume: warm.map(|warm| (warm, gate::WARM)),
+                ..spec(self.ctx, &proxy, key, &env)
+            },
+        )
     }
 
     /// The run's warm cache of the base branch's tip, built first (`warm_up`) when neither a gate
@@ -291,24 +268,41 @@ impl<'a> WorkSandbox<'a> {
         }
     }
 
-    /// A container for this work's turns, named by `key`, with no checkout yet.
-    fn start(&mut self, key: &str) -> Result<Sandbox> {
-        let ctx = self.ctx;
-        self.open_proxy()?;
-        let mut env = ctx.sandbox_env();
-        env.extend(self.work_env.iter().cloned());
-        let tea = ctx.tea_login();
-        self.started(&SandboxSpec {
-            tea: tea.as_ref(),
-            ..self.spec(key, &env)
-        })
+    /// Takes the first turn's container, started while the work's repository was prepared, and
+    /// its proxy; a container that did not start is the first turn's to start again.
+    pub fn take_first(&mut self, mut first: First) {
+        let started = first.started.take().and_then(|started| started.join().ok());
+        self.proxy = Some(Arc::clone(&first.proxy));
+        // Its name was the first: the work's next one is `-2`.
+        self.named = 1;
+        if let Some(Ok(sandbox)) = started {
+            self.ahead = Some(sandbox);
+        }
+    }
+
+    /// How a container for this work's turns, with a name of its own and no checkout yet, is
+    /// started: on this thread or beside a turn.
+    fn starter(&mut self) -> Result<impl FnOnce() -> Result<Sandbox> + Send + 'a> {
+        let proxy = Arc::clone(self.open_proxy()?);
+        let (ctx, key, work_env) = (self.ctx, self.fresh_key(), self.work_env.clone());
+        Ok(move || turn_container(ctx, &proxy, &key, &work_env))
+    }
+
+    /// The next name for a container of this work's turns: its slug, then `-2`, `-3`, … (one
+    /// being removed may still hold the name before).
+    fn fresh_key(&mut self) -> String {
+        self.named += 1;
+        match self.named {
+            1 => self.slug.clone(),
+            n => format!("{}-{n}", self.slug),
+        }
     }
 
     fn get(&mut self) -> Result<&Sandbox> {
         if self.sandbox.is_none() {
             let sandbox = match self.ahead.take() {
                 Some(sandbox) => sandbox,
-                None => self.start(&self.slug.clone())?,
+                None => self.starter()?()?,
             };
             // Dropped (and so removed) if the checkout cannot be made.
             let sandbox = self.sandbox.insert(sandbox);
@@ -319,10 +313,10 @@ impl<'a> WorkSandbox<'a> {
 }
 
 impl WorkSandbox<'_> {
-    /// Removes a container the work leaves while it goes on, its checkout's tree taken out first
+    /// Lets a container the work leaves while it goes on go, its checkout's tree taken out first
     /// for the next container of the role that wrote it (`stopped`: started again for that).
     /// A tree that cannot be taken is a note: the next container starts from the branch.
-    fn retire(&mut self, sandbox: Sandbox, stopped: bool) -> Result<()> {
+    fn retire(&mut self, sandbox: Sandbox, stopped: bool) {
         if let Some(role) = self.written_by {
             self.carried.retain(|c| c.role != role);
             match self.snapshot(&sandbox, stopped) {
@@ -334,7 +328,13 @@ impl WorkSandbox<'_> {
                 )),
             }
         }
-        sandbox.remove()
+        self.remove_beside(sandbox);
+    }
+
+    /// Removes `sandbox` on a thread of its own: nothing waits for it but the work's end.
+    fn remove_beside(&mut self, sandbox: Sandbox) {
+        self.removals
+            .push(std::thread::spawn(move || sandbox.remove()));
     }
 
     /// The checkout's tree on the branch's tip, if it is not the tip's own.
@@ -441,7 +441,7 @@ impl Sandboxed for WorkSandbox<'_> {
         if self.written_by.is_some_and(|role| role != turn.role)
             && let Some(sandbox) = self.sandbox.take()
         {
-            self.retire(sandbox, false)?;
+            self.retire(sandbox, false);
         }
         if writes {
             self.written_by = Some(turn.role);
@@ -458,16 +458,29 @@ impl Sandboxed for WorkSandbox<'_> {
         } else {
             run
         };
+        let ahead = match turn.fresh_ahead && self.ahead.is_none() {
+            true => Some(self.starter()?),
+            false => None,
+        };
         let sandbox = self.sandbox.as_ref().expect("started above");
-        let mut outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
-            match event {
-                AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
-                AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
-                AgentEvent::Ask(ask) => return heard(Heard::Ask(ask)),
-            }
-            ctx.progress.update(&status);
-            heard(Heard::Event);
-        })?;
+        let (outcome, ahead) = std::thread::scope(|scope| {
+            let ahead = ahead.map(|start| scope.spawn(start));
+            let outcome = agent::run(sandbox, &run, &ctx.redactor, &mut |event| {
+                match event {
+                    AgentEvent::ToolCall(call) => status.last_tool = call.to_string(),
+                    AgentEvent::Usage(usage) => status.cost_usd = cost_before + usage.cost_usd,
+                    AgentEvent::Ask(ask) => return heard(Heard::Ask(ask)),
+                }
+                ctx.progress.update(&status);
+                heard(Heard::Event);
+            });
+            // A head start only: a container that did not start is the next turn's to start.
+            (outcome, ahead.and_then(|ahead| ahead.join().ok()?.ok()))
+        });
+        if ahead.is_some() {
+            self.ahead = ahead;
+        }
+        let mut outcome = outcome?;
         // What the API itself billed through the proxy, not what the agent's stream says.
         if let Some(proxy) = &self.proxy {
             outcome.usage = proxy.take_usage();
@@ -476,7 +489,7 @@ impl Sandboxed for WorkSandbox<'_> {
             && let Some(sandbox) = self.sandbox.take()
         {
             // Removed now: the fresh one takes its name, and nothing but its tree comes out of it.
-            self.retire(sandbox, true)?;
+            self.retire(sandbox, true);
             ctx.progress.note(&format!(
                 "{}: the sandbox stopped during {} iteration {}; the next turn starts a fresh one from the work branch",
                 self.name, turn.role, turn.counted
@@ -541,7 +554,7 @@ impl Sandboxed for WorkSandbox<'_> {
         heard: &mut dyn FnMut(Heard),
     ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
         let mut gating = self.for_gate()?;
-        let ahead_key = format!("{}-next", self.slug);
+        let start_ahead = self.starter()?;
         std::thread::scope(|scope| {
             let gate = scope.spawn(move || {
                 let gated = gating.gate();
@@ -549,7 +562,7 @@ impl Sandboxed for WorkSandbox<'_> {
                 // the reviewer's container: its fresh one starts now. A head start only: without
                 // it, the turn starts its own.
                 let ahead = match &gated {
-                    Ok(gate) if !gate.passed => gating.start(&ahead_key).ok(),
+                    Ok(gate) if !gate.passed => start_ahead().ok(),
                     _ => None,
                 };
                 (gated, ahead)
@@ -558,8 +571,10 @@ impl Sandboxed for WorkSandbox<'_> {
             let (gated, ahead) = gate
                 .join()
                 .unwrap_or_else(|_| (Err(anyhow::anyhow!("the gate's thread panicked")), None));
-            if let Some(unused) = std::mem::replace(&mut self.ahead, ahead) {
-                unused.remove()?;
+            if let Some(ahead) = ahead
+                && let Some(unused) = self.ahead.replace(ahead)
+            {
+                self.remove_beside(unused);
             }
             Ok((outcome?, gated))
         })
@@ -606,15 +621,126 @@ impl Sandboxed for WorkSandbox<'_> {
         }
         Ok(imported)
     }
-}
 
-impl Drop for WorkSandbox<'_> {
-    fn drop(&mut self) {
+    /// The work's containers go beside what follows (publishing, giving up).
+    fn release(&mut self) {
         for sandbox in [self.sandbox.take(), self.ahead.take()]
             .into_iter()
             .flatten()
         {
+            self.remove_beside(sandbox);
+        }
+    }
+}
+
+impl Drop for WorkSandbox<'_> {
+    /// Every container of the work removed, each removal waited for: a work leaves no container.
+    fn drop(&mut self) {
+        self.release();
+        for removal in self.removals.drain(..) {
+            let removed = removal
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("its thread panicked")));
+            if let Err(error) = removed {
+                self.ctx.progress.note(&format!(
+                    "{}: a sandbox was not removed: {error:#}",
+                    self.name
+                ));
+            }
+        }
+    }
+}
+
+/// The first turn's container of a work, starting on a thread of `scope` while the work's
+/// repository is fetched (before the work's sandbox exists): [`WorkSandbox::take_first`] takes it,
+/// and one dropped untaken is removed.
+pub struct First<'scope> {
+    proxy: Arc<WorkProxy>,
+    started: Option<ScopedJoinHandle<'scope, Result<Sandbox>>>,
+}
+
+impl<'scope> First<'scope> {
+    /// Opens the work's proxy (under `budget`) and starts the container named `slug` for the
+    /// work `key`, with the work's variables `work_env`.
+    pub fn start<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        ctx: &'env Context,
+        key: WorkKey,
+        slug: &str,
+        work_env: &[(String, String)],
+        budget: Budget,
+    ) -> Result<First<'scope>> {
+        let proxy = Arc::new(ctx.proxy.open(&key.to_string(), budget)?);
+        let (on_thread, slug, work_env) = (Arc::clone(&proxy), slug.to_string(), work_env.to_vec());
+        let started = scope.spawn(move || turn_container(ctx, &on_thread, &slug, &work_env));
+        Ok(First {
+            proxy,
+            started: Some(started),
+        })
+    }
+}
+
+impl Drop for First<'_> {
+    fn drop(&mut self) {
+        if let Some(Ok(Ok(sandbox))) = self.started.take().map(ScopedJoinHandle::join) {
             let _ = sandbox.remove();
         }
     }
+}
+
+/// The limits and wiring every container of a work gets, its proxy `proxy`.
+fn spec<'s>(
+    ctx: &'s Context,
+    proxy: &'s WorkProxy,
+    key: &'s str,
+    env: &'s [(String, String)],
+) -> SandboxSpec<'s> {
+    let limits = &ctx.config.sandbox;
+    SandboxSpec {
+        provider: sandbox::provider(),
+        image: &ctx.config.image_name,
+        run_id: &ctx.run_id,
+        project: &ctx.project,
+        key,
+        network: limits.network,
+        memory: &limits.memory,
+        pids_limit: limits.pids_limit,
+        mounts: &limits.mounts,
+        env,
+        tea: None,
+        volume: None,
+        read_only_volume: None,
+        relay: Relay {
+            socket_dir: proxy.dir(),
+        },
+        runtime: limits.runtime.as_deref(),
+    }
+}
+
+/// Starts the container of `spec` (made by [`spec`]) and names its relay's port, once the relay
+/// said it, in the variables of its execs.
+fn started(proxy: &WorkProxy, spec: &SandboxSpec) -> Result<Sandbox> {
+    let mut sandbox = Sandbox::start(spec)?;
+    sandbox.add_env(proxy.sandbox_env(sandbox.relay_port()));
+    Ok(sandbox)
+}
+
+/// A container for a work's turns, named by `key`, with no checkout yet: the run's variables and
+/// the work's `work_env`, and the agent's forge login where the project has one.
+fn turn_container(
+    ctx: &Context,
+    proxy: &WorkProxy,
+    key: &str,
+    work_env: &[(String, String)],
+) -> Result<Sandbox> {
+    let mut env = ctx.sandbox_env();
+    env.extend(work_env.iter().cloned());
+    let tea = ctx.tea_login();
+    started(
+        proxy,
+        &SandboxSpec {
+            tea: tea.as_ref(),
+            ..spec(ctx, proxy, key, &env)
+        },
+    )
 }

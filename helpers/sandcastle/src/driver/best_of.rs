@@ -72,6 +72,17 @@ pub fn count(configured: u32, issue: &Issue) -> (u32, Option<String>) {
     }
 }
 
+/// Whether [`begin`] will start attempts for `piece`'s work (an issue's, in `state`), rather than
+/// its own first turn; says nothing (`begin` notes a malformed attempts label).
+pub(super) fn begins(ctx: &Context, piece: &Piece, state: &WorkState) -> bool {
+    let Piece::Issue(issue) = piece else {
+        return false;
+    };
+    state.best_of.is_none()
+        && state.iterations == 0
+        && count(ctx.config.implement.attempts, issue).0 >= 2
+}
+
 /// Where an issue's work would start its first iteration: with more than one attempt, the
 /// attempts are fixed, each with a fresh state of its own (an earlier try's, given up, is
 /// replaced) told what was clarified, before the issue's state saves them: a resumed run starts
@@ -346,6 +357,7 @@ fn choosing_turn(
         prompt: &prompt,
         resume,
         time_limit: None,
+        fresh_ahead: false,
     };
     let outcome = sandbox.turn(&turn, &mut |_| {})?;
     state.cost_usd += outcome.usage.cost_usd;

@@ -75,6 +75,8 @@ struct Asked {
     iteration: u32,
     prompt: String,
     resumed: Option<String>,
+    /// Whether a fresh container was to start beside the turn.
+    fresh_ahead: bool,
 }
 
 /// The seam: scripted turns and gate results, with a real checkout the scripted agent commits in.
@@ -86,6 +88,8 @@ struct Script<'r> {
     checkout: Option<Checkout>,
     sessions: tempfile::TempDir,
     gate_runs: u32,
+    /// How many turns had been asked for when the work's containers were let go.
+    released_after: Option<usize>,
 }
 
 impl<'r> Script<'r> {
@@ -110,6 +114,7 @@ impl<'r> Script<'r> {
             checkout: None,
             sessions: tempfile::tempdir().unwrap(),
             gate_runs: 0,
+            released_after: None,
         }
     }
 
@@ -150,6 +155,7 @@ impl Sandboxed for Script<'_> {
             iteration: turn.iteration,
             prompt: turn.prompt.to_string(),
             resumed: turn.resume.map(|s| s.session_id.clone()),
+            fresh_ahead: turn.fresh_ahead,
         });
         if let Some(args) = next.git_first {
             git(&self.checkout().path(), args);
@@ -199,6 +205,10 @@ impl Sandboxed for Script<'_> {
     ) -> Result<(AgentOutcome, Result<GateOutcome>)> {
         let gate = self.gate();
         Ok((self.turn(turn, heard)?, gate))
+    }
+
+    fn release(&mut self) {
+        self.released_after.get_or_insert(self.asked.len());
     }
 
     fn take_commits(&mut self) -> Result<Imported> {
@@ -468,6 +478,49 @@ fn the_reviewers_findings_go_back_to_the_implementer_then_it_reviews_again() {
         body.contains("The reviewer approved it (round 2 of at most 2)"),
         "{body}"
     );
+}
+
+/// The reviewer's container starts beside each working turn that may hand the work to it (never
+/// beside the reviewer's own, nor where no review follows), and the work's containers go once the
+/// last turn ended, before anything is pushed.
+#[test]
+fn the_reviewers_container_is_asked_for_beside_working_turns_and_all_go_before_the_push() {
+    for (config, roles, ahead) in [
+        (
+            "",
+            vec![Role::Implementer, Role::Implementer, Role::Reviewer],
+            vec![true, true, false],
+        ),
+        (
+            "[review]\nenabled = false\n",
+            vec![Role::Implementer, Role::Implementer],
+            vec![false, false],
+        ),
+    ] {
+        let w = world(config);
+        let issue = issue(&w);
+        let piece = Piece::Issue(&issue);
+        let (repo, mut state) = start(&w, &piece);
+        let mut turns = vec![
+            says(Ending::Stopped, "Not yet.", Some("Part one")),
+            says(Ending::Completed, "<promise>COMPLETE</promise>", None),
+        ];
+        if roles.len() == 3 {
+            turns.push(says(Ending::Completed, "<promise>COMPLETE</promise>", None));
+        }
+        let mut script = Script::new(&repo, turns, vec![true]);
+        let outcome = drive(&w.ctx, &piece, &repo, "main", &mut state, &mut script).unwrap();
+        assert!(matches!(outcome, Outcome::PullRequest(_)), "{config}");
+        let asked: Vec<(Role, bool)> = script
+            .asked
+            .iter()
+            .map(|a| (a.role, a.fresh_ahead))
+            .collect();
+        let expected: Vec<(Role, bool)> = roles.into_iter().zip(ahead).collect();
+        assert_eq!(asked, expected, "{config}");
+        assert_eq!(script.released_after, Some(expected.len()), "{config}");
+        assert_eq!(w.forge.pulls(REPO).len(), 1, "{config}");
+    }
 }
 
 #[test]

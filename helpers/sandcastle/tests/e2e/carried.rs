@@ -3,7 +3,6 @@
 //! Docker, the real Claude Code CLI, the scripted model and forge.
 use crate::harness::{Harness, docker_or_skip};
 use serde_json::{Value, json};
-use std::process::Command;
 
 const COMPLETE: &str = "<promise>COMPLETE</promise>";
 /// The heading `prompts::turns::TREE_CARRIED_OVER` adds to the prompt.
@@ -41,32 +40,11 @@ fn a_dead_relays_uncommitted_work_and_unhanded_commits_reach_the_fresh_container
         .spawn()
         .unwrap();
     h.wait_for_file(&mut run, "/tmp/ready");
-    let containers = h.work_containers();
-    assert_eq!(containers.len(), 1, "{containers:?}");
-    let killed = Command::new("docker")
-        .args(["exec", &containers[0], "sh", "-c"])
-        .arg("ps -eo pid=,args=; kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
-        .output()
-        .unwrap();
-    // The container stops as its relay dies, and that may cut this very exec short (its status is
-    // then the stop's): what counts is that the container stopped.
-    let stopped = (0..300).any(|_| {
-        let running = Command::new("docker")
-            .args(["inspect", "-f", "{{.State.Running}}", &containers[0]])
-            .output()
-            .unwrap();
-        let stopped = String::from_utf8_lossy(&running.stdout).trim() != "true";
-        if !stopped {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        stopped
-    });
-    assert!(
-        stopped,
-        "the relay was not killed: {}{}",
-        String::from_utf8_lossy(&killed.stdout),
-        String::from_utf8_lossy(&killed.stderr)
-    );
+    // The turn's: the reviewer's container starts beside it.
+    let turns = h
+        .container_with("/tmp/ready")
+        .expect("the turn's container");
+    h.kill_relay(&turns);
     let output = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stderr}");

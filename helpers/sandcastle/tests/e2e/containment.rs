@@ -417,19 +417,27 @@ fn listen_for_created(project: &std::path::Path) -> std::process::Child {
         .unwrap()
 }
 
-/// The container names `events` (from [`listen_for_created`]) heard, once the run is over.
+/// The container names `events` (from [`listen_for_created`]) heard, once the run is over and the
+/// engine has said nothing more for 3 s: an engine may report a create late (Podman does).
 fn created_names(mut events: std::process::Child) -> Vec<String> {
-    use std::io::Read;
+    use std::io::BufRead;
+    let stdout = events.stdout.take().unwrap();
+    let (lines, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut names = Vec::new();
+    while let Ok(name) = heard.recv_timeout(std::time::Duration::from_secs(3)) {
+        names.push(name);
+    }
     events.kill().unwrap();
     events.wait().unwrap();
-    let mut heard = String::new();
-    events
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut heard)
-        .unwrap();
-    heard.lines().map(str::to_string).collect()
+    names
 }
 
 /// `check` for the warm cache's tests: on the base branch's tip (the warm-up) it leaves

@@ -22,7 +22,7 @@ fn a_sigkilled_runs_containers_and_directory_are_removed_by_the_next_start() {
     };
     let h = Harness::new(
         json!([reviewer(), {"match": "The issue: #1\n", "turns": [
-            {"bash": "sleep 120", "description": "wait"}, {"text": COMPLETE}]}]),
+            {"bash": "touch /tmp/waiting; sleep 120", "description": "wait"}, {"text": COMPLETE}]}]),
         "",
     );
     let issue = h.create_issue("Slow", "Take your time.", &["ready-for-agent"]);
@@ -44,12 +44,14 @@ fn a_sigkilled_runs_containers_and_directory_are_removed_by_the_next_start() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // The turn runs, and the reviewer's container, started beside it, is up too.
+    h.wait_for_file(&mut run, "/tmp/waiting");
     let until = Instant::now() + Duration::from_secs(120);
-    while h.work_containers().is_empty() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(500));
+    while h.work_containers().len() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
     }
     let left = h.work_containers();
-    assert_eq!(left.len(), 1, "the run started its sandbox");
+    assert_eq!(left.len(), 2, "the run started its sandboxes");
     run.kill().unwrap();
     run.wait().unwrap();
     assert_eq!(h.work_containers(), left, "SIGKILL leaves the container");
@@ -255,10 +257,7 @@ fn git_against_a_forge_that_never_answers_times_out_and_the_loop_goes_on() {
         "",
     );
     h.create_issue("Anything", "", &["ready-for-agent"]);
-    let proxy = StallingGitProxy::start(h.forge.url());
-    let config = h.project().join(".sandcastle/config.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace(h.forge.url(), &proxy.url)).unwrap();
+    let proxy = StallingGitProxy::between(&h);
 
     let mut run = h.command(&["run"]);
     run.env("SANDCASTLE_TEST_GIT_TIMEOUT", "3");
@@ -280,6 +279,44 @@ fn git_against_a_forge_that_never_answers_times_out_and_the_loop_goes_on() {
     assert!(proxy.stalled() >= 2, "git reached the stalling endpoint");
 }
 
+/// The first turn's container starts while the work's repository is fetched: with the forge's git
+/// never answering, a container of the work is up all the same; when the fetch times out, it goes.
+#[test]
+fn the_first_turns_container_starts_while_the_repository_is_fetched() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([{"match": "never", "turns": [{"text": "unused"}]}]),
+        "",
+    );
+    let issue = h.create_issue("Anything", "", &["ready-for-agent"]);
+    let proxy = StallingGitProxy::between(&h);
+
+    let mut run = h
+        .command(&["run", "--issue", &issue.to_string()])
+        .env("SANDCASTLE_TEST_GIT_TIMEOUT", "30")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    // The fetch stalls for 30 s: a container seen before the run ends came while it was held.
+    while h.work_containers().is_empty() || proxy.stalled() == 0 {
+        assert!(Instant::now() < until, "no container of the work appeared");
+        assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("did not finish within 30s and was stopped"),
+        "{stderr}"
+    );
+    assert!(h.containers().is_empty(), "{:?}", h.containers());
+}
+
 /// Forwards the forge's API; accepts git's requests (`*.git/...`) and never answers them.
 struct StallingGitProxy {
     url: String,
@@ -287,6 +324,15 @@ struct StallingGitProxy {
 }
 
 impl StallingGitProxy {
+    /// One in front of `h`'s forge, the project pointed at it.
+    fn between(h: &Harness) -> StallingGitProxy {
+        let proxy = StallingGitProxy::start(h.forge.url());
+        let config = h.project().join(".sandcastle/config.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text.replace(h.forge.url(), &proxy.url)).unwrap();
+        proxy
+    }
+
     fn start(forge: &str) -> StallingGitProxy {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -129,6 +129,32 @@ impl Harness {
             .collect()
     }
 
+    /// This project's running containers as (id, name).
+    pub fn named_containers(&self) -> Vec<(String, String)> {
+        labelled(&["ps", "--format", "{{.ID}}/{{.Names}}"], self.project())
+            .into_iter()
+            .filter_map(|line| {
+                let (id, name) = line.split_once('/')?;
+                Some((id.to_string(), name.to_string()))
+            })
+            .collect()
+    }
+
+    /// The id of this project's running container that holds `file`, if any: the one a turn that
+    /// wrote it runs in, where a work has several.
+    pub fn container_with(&self, file: &str) -> Option<String> {
+        self.named_containers()
+            .into_iter()
+            .map(|(id, _)| id)
+            .find(|id| {
+                Command::new("docker")
+                    .args(["exec", id, "test", "-f", file])
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+    }
+
     /// This project's Docker volumes (any run).
     pub fn volumes(&self) -> Vec<String> {
         labelled(&["volume", "ls", "-q"], self.project())
@@ -186,6 +212,30 @@ impl Harness {
             );
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
+    }
+
+    /// Kills the relay (the container's own process) of `container` and returns once the container
+    /// has stopped. The stop its death causes may cut the killing exec short, so that exec's status
+    /// says nothing: what counts is that the container stopped.
+    pub fn kill_relay(&self, container: &str) {
+        let killed = Command::new("docker")
+            .args(["exec", container, "sh", "-c"])
+            .arg("ps -eo pid=,args=; kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
+            .output()
+            .unwrap();
+        let stopped = (0..300).any(|_| {
+            let stopped = !running(container);
+            if !stopped {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            stopped
+        });
+        assert!(
+            stopped,
+            "the relay of {container} was not killed: {}{}",
+            String::from_utf8_lossy(&killed.stdout),
+            String::from_utf8_lossy(&killed.stderr)
+        );
     }
 
     /// Creates `file` in every one of this project's containers (a signal to a scripted agent).
@@ -485,6 +535,15 @@ impl Drop for Harness {
             );
         }
     }
+}
+
+/// Whether the engine says `container` runs.
+pub fn running(container: &str) -> bool {
+    let running = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Running}}", container])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&running.stdout).trim() == "true"
 }
 
 pub fn stderr_lines(output: &Output) -> Vec<String> {

@@ -227,36 +227,6 @@ check = [["sh", "-c", "touch /tmp/gating && sleep 8"]]"#,
     assert!(h.volumes().is_empty(), "{:?}", h.volumes());
 }
 
-/// This project's running containers as (id, name).
-fn named_containers(h: &Harness) -> Vec<(String, String)> {
-    let project = h.project().canonicalize().unwrap();
-    let out = std::process::Command::new("docker")
-        .args(["ps", "--filter"])
-        .arg(format!("label=sandcastle.project={}", project.display()))
-        .args(["--format", "{{.ID}} {{.Names}}"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| line.split_once(' '))
-        .map(|(id, name)| (id.to_string(), name.to_string()))
-        .collect()
-}
-
-/// The id of this project's running container that holds `file`, if any.
-fn container_with(h: &Harness, file: &str) -> Option<String> {
-    named_containers(h)
-        .into_iter()
-        .map(|(id, _)| id)
-        .find(|id| {
-            std::process::Command::new("docker")
-                .args(["exec", id, "test", "-f", file])
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-}
-
 /// A gate that fails beside the reviewer starts the implementer's fresh container while the
 /// reviewer's turn still runs (a container of its own: the reviewer's is not taken over), and the
 /// implementer's next turn runs in it.
@@ -284,13 +254,17 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
     h.wait_for_file(&mut run, "/tmp/reviewing");
     let mut ahead = None;
     wait_until(&mut run, "a container started ahead", || {
-        ahead = named_containers(&h)
+        ahead = h
+            .named_containers()
             .into_iter()
-            .find(|(_, name)| name.ends_with("-issue-1-next"));
+            // The implementer's is `-issue-1`, the reviewer's, started beside it, `-issue-1-2`.
+            .find(|(_, name)| name.ends_with("-issue-1-3"));
         ahead.is_some()
     });
     let (ahead, _) = ahead.unwrap();
-    let reviewer = container_with(&h, "/tmp/reviewing").expect("the reviewer still runs");
+    let reviewer = h
+        .container_with("/tmp/reviewing")
+        .expect("the reviewer still runs");
     assert_ne!(
         reviewer, ahead,
         "the reviewer's container is not the one ahead"
@@ -298,10 +272,10 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
 
     h.touch_in_sandbox("/tmp/review-go");
     wait_until(&mut run, "the implementer's second turn", || {
-        container_with(&h, "/tmp/implementing-2").is_some()
+        h.container_with("/tmp/implementing-2").is_some()
     });
     assert_eq!(
-        container_with(&h, "/tmp/implementing-2").as_deref(),
+        h.container_with("/tmp/implementing-2").as_deref(),
         Some(ahead.as_str()),
         "the implementer's turn ran in the container started ahead"
     );
@@ -317,5 +291,73 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
         h.remote_log("sandcastle/issue-1")[0],
         "Fix what check said".to_string()
     );
+    assert!(h.containers().is_empty(), "{:?}", h.containers());
+}
+
+/// No turn waits for a container to come or go: the reviewer's starts while the implementer's turn
+/// still runs, the reviewer's turn runs in it, and the implementer's is gone while the reviewer's
+/// turn still runs.
+#[test]
+fn the_reviewers_container_comes_and_the_implementers_goes_beside_a_turn() {
+    let Some(_docker) = docker_or_skip() else {
+        return;
+    };
+    let h = Harness::new(
+        json!([
+            {"match": "# Role: reviewer", "turns": [
+                {"bash": "touch /tmp/reviewing; while ! test -f /tmp/review-go; do sleep 0.2; done", "description": "wait"},
+                {"text": format!("Fine. {COMPLETE}")}]},
+            {"match": "The issue: #1\n", "turns": [
+                {"bash": "echo one > one.txt && git add one.txt && git commit -qm One && touch /tmp/implementing; while ! test -f /tmp/implementer-go; do sleep 0.2; done", "description": "commit, wait"},
+                {"text": format!("Done. {COMPLETE}")}]}]),
+        "",
+    );
+    let issue = h.create_issue("One", "Commit.", &["ready-for-agent"]);
+    let mut run = start(&h, issue);
+
+    h.wait_for_file(&mut run, "/tmp/implementing");
+    let implementer = h
+        .container_with("/tmp/implementing")
+        .expect("the implementer's turn");
+    let mut ahead = None;
+    wait_until(&mut run, "the reviewer's container beside the turn", || {
+        ahead = h
+            .named_containers()
+            .into_iter()
+            .find(|(_, name)| name.ends_with("-issue-1-2"));
+        ahead.is_some()
+    });
+    let (ahead, _) = ahead.unwrap();
+    assert_ne!(ahead, implementer);
+    assert!(
+        h.container_with("/tmp/implementing").is_some(),
+        "the implementer's turn still runs"
+    );
+
+    h.touch_in_sandbox("/tmp/implementer-go");
+    wait_until(&mut run, "the reviewer's turn", || {
+        h.container_with("/tmp/reviewing").is_some()
+    });
+    assert_eq!(
+        h.container_with("/tmp/reviewing").as_deref(),
+        Some(ahead.as_str()),
+        "the reviewer's turn ran in the container started beside the implementer's"
+    );
+    wait_until(&mut run, "the implementer's container gone", || {
+        !h.containers().contains(&implementer)
+    });
+    assert!(
+        h.container_with("/tmp/reviewing").is_some(),
+        "the reviewer's turn still runs"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while run.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run never ended");
+        h.touch_in_sandbox("/tmp/review-go");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(run.wait().unwrap().success());
+    assert_eq!(h.pulls().len(), 1);
     assert!(h.containers().is_empty(), "{:?}", h.containers());
 }

@@ -116,9 +116,29 @@ fn key_stays_out(config: &str, credential: Credential) {
     std::fs::write(&env, text).unwrap();
 
     let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/looked");
-    let containers = h.work_containers();
-    assert_eq!(containers.len(), 1);
-    let found = container_holds_key(&containers[0]);
+    // The turn's container, and the reviewer's, started beside it: each looked into once it runs.
+    let running = || -> Vec<String> {
+        let named = h.named_containers().into_iter();
+        named
+            .filter(|(_, name)| !name.contains("-warm-"))
+            .map(|(id, _)| id)
+            .collect()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while running().len() < 2 {
+        assert!(
+            std::time::Instant::now() < until,
+            "{:?}",
+            h.named_containers()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let containers = running();
+    assert_eq!(containers.len(), 2, "{containers:?}");
+    let found: String = containers
+        .iter()
+        .map(|id| container_holds_key(id))
+        .collect();
     h.touch_in_sandbox("/tmp/go");
     assert!(run.wait().unwrap().success());
 
@@ -170,19 +190,21 @@ fn a_sandbox_reaches_nothing_directly_and_cannot_touch_the_relay() {
     );
     let mut run = h.start_until(&["run", "--issue", "1"], "/tmp/ready");
     let ports = format!("{} {}", port_of(h.forge.url()), h.anthropic.port());
-    for id in h.containers() {
-        let told = Command::new("docker")
-            .args([
-                "exec",
-                &id,
-                "sh",
-                "-c",
-                &format!("echo {ports} > /tmp/ports"),
-            ])
-            .status()
-            .unwrap();
-        assert!(told.success());
-    }
+    // Only the turn's container: another of the work may be listed before it has started.
+    let turns = h
+        .container_with("/tmp/ready")
+        .expect("the turn's container");
+    let told = Command::new("docker")
+        .args([
+            "exec",
+            &turns,
+            "sh",
+            "-c",
+            &format!("echo {ports} > /tmp/ports"),
+        ])
+        .status()
+        .unwrap();
+    assert!(told.success());
     assert!(run.wait().unwrap().success());
 
     let probe = h.remote_file("sandcastle/issue-1", "probe.txt");
@@ -256,12 +278,7 @@ fn a_dead_relay_fails_only_its_own_turn() {
                 .ends_with("-issue-1")
         })
         .expect("issue 1's sandbox");
-    let killed = Command::new("docker")
-        .args(["exec", &one, "sh", "-c"])
-        .arg("kill $(ps -eo pid=,args= | awk '$2 ~ /sandcastle$/ && $3 == \"relay\" {print $1}')")
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    h.kill_relay(&one);
     let output = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stderr}");
