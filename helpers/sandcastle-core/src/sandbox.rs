@@ -38,21 +38,17 @@ pub const PROJECT_LABEL: &str = "sandcastle.project";
 /// The docker label naming the host the run lives on: its pid (the run id's end) means something
 /// only there.
 pub const HOST_LABEL: &str = "sandcastle.host";
-/// The user agents run as (uid 1000 in the image). The container's own process runs as root
-/// (with no capability), so no agent process can signal, trace or read it.
+/// The user every exec runs as (uid 1000 in the image). The container's own process runs as root
+/// (with no capability), so no agent process can signal, trace or read it; it does the container's
+/// root set-up itself, so no exec runs as root.
 const AGENT_USER: &str = "agent";
-/// A copy of the image's `sandcastle` that the agent user may run but not read, made at start: a
+/// A copy of the image's `sandcastle` that the agent user may run but not read, made at start by
+/// the container's relay, as root (the owner of `/usr/local`, so no capability is needed): a
 /// process that runs it is not dumpable, so the agent's processes, under the same uid, cannot trace
 /// it, read its memory or open its files through `/proc`. The agent's turn runs in it
 /// (`sandcastle turn`), and so does the host's stop of the agent's processes. No shell of the image
 /// is copied: a multi-call `sh` (BusyBox) works as well as any.
 pub const PROTECTED_SANDCASTLE: &str = "/usr/local/libexec/sandcastle-turn";
-/// Makes [`PROTECTED_SANDCASTLE`], as root (the owner of `/usr/local`, so no capability is needed).
-const MAKE_PROTECTED_SANDCASTLE: &str = r#"set -e
-mkdir -p /usr/local/libexec
-cp "$(command -v sandcastle)" "$1.new"
-chmod 0111 "$1.new"
-mv -f "$1.new" "$1""#;
 /// The longest an Engine API call may take (the agent's own `claude` exec has its idle timeout).
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest moving a file into or out of a sandbox may take.
@@ -82,8 +78,8 @@ pub struct SandboxSpec<'a> {
     pub env: &'a [(String, String)],
     /// The read-only forge login `configure-tea` sets up for `tea`, if the project has one.
     pub tea: Option<&'a TeaLogin<'a>>,
-    /// A Docker volume (`create_volume`) mounted read-write at a container path: only the gate's
-    /// containers get one, their build cache.
+    /// A Docker volume (`create_volume`) mounted read-write at a container path, opened to the
+    /// agent user by the relay: only the build containers (gates, warm-ups) get one, their cache.
     pub volume: Option<(&'a str, &'a str)>,
     /// A Docker volume mounted read-only at a container path: only a gate's container gets one,
     /// the warm build cache it copies from (`gate::WARM`).
@@ -123,8 +119,9 @@ pub struct Sandbox {
 impl Sandbox {
     /// Creates and starts the container with no capability, `no-new-privileges`, the pids and
     /// memory limits (started only once the engine says it holds them), the network, the run and
-    /// project labels, and no variable, then runs `configure-tea` inside as the agent user when the
-    /// project gives sandboxes a forge login.
+    /// project labels, and no variable; once its relay says its port, its root set-up is done. Then
+    /// runs `configure-tea` inside as the agent user when the project gives sandboxes a forge
+    /// login: without one, a start makes no exec.
     pub fn start(spec: &SandboxSpec) -> Result<Sandbox> {
         let Created { id, relay_port } = spec.provider.create(spec)?;
         let sandbox = Sandbox {
@@ -134,26 +131,9 @@ impl Sandbox {
             env: spec.env.to_vec(),
             relay_port,
         };
-        let protected = sandbox
-            .exec_as(
-                "0",
-                "/",
-                &[],
-                &[
-                    "sh",
-                    "-c",
-                    MAKE_PROTECTED_SANDCASTLE,
-                    "sh",
-                    PROTECTED_SANDCASTLE,
-                ],
-            )
-            .and_then(|exec| exec.finish("docker exec (the agent's protected copy of sandcastle)"));
-        let configured = match (protected, spec.tea) {
-            (Err(error), _) => Err(error),
-            (Ok(_), Some(tea)) => sandbox.configure_tea(tea),
-            (Ok(_), None) => Ok(()),
-        };
-        if let Err(error) = configured {
+        if let Some(tea) = spec.tea
+            && let Err(error) = sandbox.configure_tea(tea)
+        {
             // Best effort: the error that matters is the one above.
             let _ = sandbox.provider.remove(&[&sandbox.id]);
             return Err(error);
@@ -173,19 +153,13 @@ impl Sandbox {
 
     /// `exec_command` in another working directory.
     pub fn exec_at(&self, workdir: &str, argv: &[&str]) -> Result<Exec> {
-        self.exec_as(AGENT_USER, workdir, &self.env, argv)
+        self.exec_with(workdir, &self.env, argv)
     }
 
-    fn exec_as(
-        &self,
-        user: &str,
-        workdir: &str,
-        env: &[(String, String)],
-        argv: &[&str],
-    ) -> Result<Exec> {
+    /// `argv` started as the agent user in `workdir`, with `env` only.
+    fn exec_with(&self, workdir: &str, env: &[(String, String)], argv: &[&str]) -> Result<Exec> {
         let spec = ExecSpec {
             container: &self.id,
-            user,
             workdir,
             env,
             argv,
@@ -263,23 +237,10 @@ impl Sandbox {
             )
         })?;
         let script = r#"mkdir -p "$(dirname "$1")" && cat > "$1""#;
-        let mut exec = self.exec_as(
-            AGENT_USER,
-            "/",
-            &[],
-            &["sh", "-c", script, "sh", container_path],
-        )?;
+        let mut exec = self.exec_with("/", &[], &["sh", "-c", script, "sh", container_path])?;
         exec.feed(file);
         let limit = deadline::bound(TIMEOUT_VAR, TRANSFER_TIMEOUT);
         exec.finish_within("docker exec (copy into the sandbox)", limit)
-            .map(drop)
-    }
-
-    /// Lets the agent user write into `path`, a directory root owns (a fresh volume's mount point):
-    /// root, as the directory's owner, needs no capability for `chmod`.
-    pub fn open_to_agent(&self, path: &str) -> Result<()> {
-        self.exec_as("0", "/", &[], &["chmod", "1777", path])?
-            .finish("docker exec (chmod)")
             .map(drop)
     }
 
@@ -319,7 +280,7 @@ impl Sandbox {
             ("FORGEJO_USER".to_string(), tea.user.to_string()),
             ("FORGEJO_TOKEN".to_string(), tea.token.to_string()),
         ];
-        self.exec_as(AGENT_USER, "/", &env, &["configure-tea", "--url", tea.url])
+        self.exec_with("/", &env, &["configure-tea", "--url", tea.url])
             .and_then(|exec| exec.finish("configure-tea"))
             .map(drop)
             .map_err(|error| {
@@ -416,8 +377,9 @@ fn run_labels(run_id: &str, project: &Path) -> HashMap<String, String> {
 }
 
 /// The name and configuration of `spec`'s container: no variable and no mount but the read-only
-/// `mounts` and the proxy's socket directory; the main process is the relay, as the container's
-/// root without capabilities (every exec names the agent user).
+/// `mounts`, the proxy's socket directory and `spec`'s volumes; the main process is the relay, as
+/// the container's root without capabilities (every exec is the agent user's), which does the
+/// root set-up ([`relay_args`]).
 fn container_config(spec: &SandboxSpec) -> Result<(String, ContainerCreateBody)> {
     let mut binds = vec![format!(
         "{}:{}:ro",
@@ -483,21 +445,34 @@ fn container_config(spec: &SandboxSpec) -> Result<(String, ContainerCreateBody)>
     let config = ContainerCreateBody {
         image: Some(spec.image.into()),
         labels: Some(run_labels(spec.run_id, spec.project)),
-        // The container's own processes are root's, with no capability: every exec names the agent.
+        // The container's own processes are root's, with no capability: every exec is the agent's.
         user: Some("0:0".into()),
         entrypoint: Some(vec!["sandcastle".into()]),
-        cmd: Some(vec![
-            "relay".into(),
-            "--listen".into(),
-            // Any free port, bound by the relay itself: no other container can take it first.
-            "127.0.0.1:0".into(),
-            "--socket".into(),
-            format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
-        ]),
+        cmd: Some(relay_args(spec)),
         host_config: Some(host_config),
         ..Default::default()
     };
     Ok((container_name(spec.run_id, spec.key), config))
+}
+
+/// `sandcastle relay`'s arguments: the proxy's socket, a port of its own, and the container's root
+/// set-up, done before it says the port: [`PROTECTED_SANDCASTLE`] in every container (a gate's
+/// step is stopped from it too), and a build container's read-write cache opened to the agent.
+fn relay_args(spec: &SandboxSpec) -> Vec<String> {
+    let mut args = vec![
+        "relay".into(),
+        "--listen".into(),
+        // Any free port, bound by the relay itself: no other container can take it first.
+        "127.0.0.1:0".into(),
+        "--socket".into(),
+        format!("{}/{}", proxy::SOCKET_DIR_IN_SANDBOX, proxy::SOCKET_NAME),
+        "--protect".into(),
+        PROTECTED_SANDCASTLE.into(),
+    ];
+    if let Some((_, container)) = spec.volume {
+        args.extend(["--open".into(), container.into()]);
+    }
+    args
 }
 
 /// `sandcastle-<run>-<key>`, with characters docker does not allow in names replaced by `-`.
@@ -1034,7 +1009,8 @@ mod tests {
         assert_eq!(config.entrypoint, Some(vec!["sandcastle".to_string()]));
         assert_eq!(
             config.cmd.clone().unwrap().join(" "),
-            "relay --listen 127.0.0.1:0 --socket /run/sandcastle/proxy.sock"
+            "relay --listen 127.0.0.1:0 --socket /run/sandcastle/proxy.sock \
+             --protect /usr/local/libexec/sandcastle-turn"
         );
         let host = config.host_config.clone().unwrap();
         assert_eq!(host.init, Some(true));
@@ -1062,6 +1038,22 @@ mod tests {
         assert_eq!(config.env, None, "no variable at creation");
         let whole = serde_json::to_string(&config).unwrap();
         assert!(!whole.contains("s3cret-key"), "{whole}");
+    }
+
+    #[test]
+    fn a_build_containers_relay_opens_its_read_write_cache_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let build = SandboxSpec {
+            volume: Some(("run-cache", "/gate-cache")),
+            read_only_volume: Some(("run-warm", "/gate-warm")),
+            ..spec(dir.path(), &[], &[])
+        };
+        let (_, config) = container_config(&build).unwrap();
+        assert_eq!(
+            config.cmd.unwrap().join(" "),
+            "relay --listen 127.0.0.1:0 --socket /run/sandcastle/proxy.sock \
+             --protect /usr/local/libexec/sandcastle-turn --open /gate-cache"
+        );
     }
 
     #[test]

@@ -99,8 +99,8 @@ enum Command {
     /// Inside a sandbox: stop every process of the agent but this one.
     #[command(hide = true)]
     StopAgent,
-    /// Inside a sandbox, as its main process: pass the loopback port's connections to the host's
-    /// model proxy socket.
+    /// Inside a sandbox, as its main process: the container's root set-up, then pass the loopback
+    /// port's connections to the host's model proxy socket.
     #[command(hide = true)]
     Relay(relay::RelayArgs),
 }

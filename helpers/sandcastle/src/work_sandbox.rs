@@ -242,15 +242,14 @@ impl<'a> WorkSandbox<'a> {
         })
     }
 
-    /// `check` in a build container: its cache opened to the agent user, then `prepare` (the
-    /// checkout, and for a gate the warm cache's copy first), then the steps.
+    /// `check` in a build container (its cache already opened to the agent user by its relay):
+    /// `prepare` (the checkout, and for a gate the warm cache's copy first), then the steps.
     fn check_in(
         &self,
         sandbox: &Sandbox,
         prepare: impl FnOnce(&Sandbox) -> Result<()>,
     ) -> Result<GateOutcome> {
         let ctx = self.ctx;
-        sandbox.open_to_agent(gate::CACHE)?;
         prepare(sandbox)?;
         gate::run(
             sandbox,

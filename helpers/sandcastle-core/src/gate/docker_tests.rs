@@ -111,7 +111,9 @@ fn steps_run_in_order_and_the_first_failure_stops_with_its_output() {
 
 /// The warm cache (filled by a container that mounts it writable, as the warm-up does) is copied
 /// whole into the gate's own cache, hidden files and nested directories too; in the gate, the warm
-/// volume takes no write, and what the gate writes into its copy does not reach it.
+/// volume takes no write, and what the gate writes into its copy does not reach it. Each build
+/// container's cache is opened to the agent by its relay, which made the protected copy there too
+/// (a step's timeout stops the agent's processes from it).
 #[test]
 fn the_warm_cache_is_copied_whole_and_the_gate_writes_only_its_copy() {
     if !docker_ready() {
@@ -129,7 +131,9 @@ fn the_warm_cache_is_copied_whole_and_the_gate_writes_only_its_copy() {
         ..spec(&test_run, "warm", &[])
     })
     .unwrap();
-    warming.open_to_agent(CACHE).unwrap();
+    let stat = |sandbox: &Sandbox, path: &str| exec(sandbox, &["stat", "-c", "%a %u", path]);
+    assert_eq!(stat(&warming, CACHE), "1777 0");
+    assert_eq!(stat(&warming, sandbox::PROTECTED_SANDCASTLE), "111 0");
     exec(
         &warming,
         &[
@@ -146,7 +150,8 @@ fn the_warm_cache_is_copied_whole_and_the_gate_writes_only_its_copy() {
         ..spec(&test_run, "gate", &[])
     })
     .unwrap();
-    gate.open_to_agent(CACHE).unwrap();
+    assert_eq!(stat(&gate, CACHE), "1777 0");
+    assert_eq!(stat(&gate, sandbox::PROTECTED_SANDCASTLE), "111 0");
     exec(&gate, &["sh", "-c", &copy_warm_script()]);
 
     let copied = [

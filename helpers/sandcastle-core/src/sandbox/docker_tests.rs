@@ -84,6 +84,36 @@ fn a_sandbox_is_confined_labelled_and_gets_env_by_name_per_exec_only() {
     assert!(run.containers().is_empty());
 }
 
+/// Before it said its port, the relay made the protected copy: the image's `sandcastle`, root's
+/// and execute-only, so the agent runs it but cannot read it.
+#[test]
+fn the_relay_makes_the_protected_copy_the_agent_runs_but_cannot_read() {
+    if !docker_ready() {
+        return;
+    }
+    let run = TestRun::new("protected");
+    let sandbox = Sandbox::start(&spec(&run, "issue-1", &[])).unwrap();
+    let stat = |format: &str, path: &str| exec(&sandbox, &["stat", "-L", "-c", format, path]);
+    assert_eq!(stat("%a %u", PROTECTED_SANDCASTLE), "111 0");
+    let image_sandcastle = exec(&sandbox, &["sh", "-c", "command -v sandcastle"]);
+    assert_eq!(
+        stat("%s", PROTECTED_SANDCASTLE),
+        stat("%s", &image_sandcastle)
+    );
+    let version = exec(&sandbox, &[PROTECTED_SANDCASTLE, "--version"]);
+    assert!(version.starts_with("sandcastle "), "{version}");
+    let read = sandbox
+        .exec_command(&["cat", PROTECTED_SANDCASTLE])
+        .and_then(Exec::output)
+        .unwrap();
+    let said = String::from_utf8_lossy(&read.stderr);
+    assert!(
+        !read.status.success() && said.contains("Permission denied"),
+        "{said}"
+    );
+    sandbox.remove().unwrap();
+}
+
 #[test]
 fn files_copy_in_owned_by_the_agent_and_come_out_as_bytes_into_a_file_of_the_hosts() {
     if !docker_ready() {

@@ -4,6 +4,7 @@
 //! engine's runtime moves the bytes between the pipes and the provider's connection; the provider
 //! says how it ended ([`Ending`]). The Docker engine's exec is [`Exec::start`]; another provider
 //! makes its own with [`Exec::attached`].
+use super::AGENT_USER;
 use super::engine::{self, Engine};
 use crate::deadline::Watchdog;
 use anyhow::Result;
@@ -30,10 +31,10 @@ const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 /// exec` client was.
 const KILLED: i32 = 9;
 
-/// Who runs an exec, where, with what.
+/// Where an exec runs, with what. It runs as the agent user, always: no exec runs as root (the
+/// container's own process does its root set-up, `relay.rs`).
 pub struct ExecSpec<'a> {
     pub container: &'a str,
-    pub user: &'a str,
     pub workdir: &'a str,
     /// `NAME`, value pairs: they go in the request's body, for this exec only (the container's
     /// own configuration holds none), never in an argument or a message.
@@ -102,7 +103,7 @@ impl Exec {
             tty: Some(false),
             env: Some(spec.env.iter().map(|(n, v)| format!("{n}={v}")).collect()),
             cmd: Some(spec.argv.iter().map(|a| a.to_string()).collect()),
-            user: Some(spec.user.to_string()),
+            user: Some(AGENT_USER.to_string()),
             working_dir: Some(spec.workdir.to_string()),
             ..Default::default()
         };

@@ -1,9 +1,10 @@
 //! Where sandboxes run: the one trait the orchestrator reaches them through, and the Docker Engine
 //! API behind it ([`DOCKER`], which serves Podman's Docker-compatible socket too). A provider
 //! creates a sandbox with its limits, labels, network, runtime and the proxy's socket, started, and
-//! says the port its relay bound; runs an exec in it with stdin and streamed stdout and stderr;
-//! says whether it runs, starts it again, removes it; makes and removes build cache volumes; finds
-//! and removes what a run left, by label; and answers the checks of the start and `doctor`.
+//! says the port its relay bound once the relay's root set-up is done; runs an exec in it, as the
+//! agent user, with stdin and streamed stdout and stderr; says whether it runs, starts it again,
+//! removes it; makes and removes build cache volumes; finds and removes what a run left, by label;
+//! and answers the checks of the start and `doctor`.
 //! Everything else of a sandbox (taking files out as bytes, copying in, the checkout, the turn, the
 //! gate) is built on exec in [`Sandbox`], the same on every provider. A new backend is a module
 //! with one more implementation of [`Provider`]; `docs/design/cluster.md` maps it onto Kubernetes.
@@ -42,7 +43,7 @@ pub trait Provider: Sync {
     /// Creates and starts the sandbox of `spec`, and learns its relay's port; nothing is left
     /// behind when it fails.
     fn create(&self, spec: &SandboxSpec) -> Result<Created>;
-    /// Starts `spec` attached: stdin, stdout and stderr as pipes.
+    /// Starts `spec` attached, as the agent user: stdin, stdout and stderr as pipes.
     fn exec(&self, spec: &ExecSpec) -> Result<Exec>;
     /// Whether sandbox `id` still runs (it stops when its relay exits).
     fn running(&self, id: &str) -> Result<bool>;

@@ -1,11 +1,12 @@
 //! The port a container's relay bound: the relay says it as its first line on stdout
-//! (`relay::LISTENING`), which only the container's main process writes, before any exec runs.
+//! (`relay::LISTENING`) once its root set-up is done, which only the container's main process
+//! writes, before any exec runs.
 //! The host reads that line from the container's log with a bound, and names the port in the
 //! variables of every exec after (`Sandbox::add_env`).
 use super::Sandbox;
 use super::engine::Engine;
-use crate::relay::LISTENING;
-use anyhow::{Result, bail};
+use crate::relay::{FAILED, LISTENING};
+use anyhow::Result;
 use bollard::container::LogOutput;
 use bollard::query_parameters::LogsOptions;
 use futures_util::StreamExt as _;
@@ -27,7 +28,8 @@ impl Sandbox {
 }
 
 /// Follows the log of container `id` until its relay's first line, within the engine's bound; a
-/// relay that exits first (its log ends) is an error with what it printed on stderr.
+/// relay that exits first (its log ends), its set-up failed or it never ran, is an error with what
+/// it printed on stderr.
 pub(super) fn learn(engine: &Engine, id: &str) -> Result<u16> {
     let id = id.to_string();
     let (stdout, stderr) = engine.call("docker logs --follow", |docker| async move {
@@ -58,17 +60,24 @@ pub(super) fn learn(engine: &Engine, id: &str) -> Result<u16> {
     let first = line.split_inclusive('\n').next().unwrap_or("");
     match parse(first) {
         Some(port) => Ok(port),
-        None => {
-            let stderr = String::from_utf8_lossy(&stderr);
-            let reason = stderr
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("it printed nothing");
-            bail!(
-                "the sandbox's relay did not start ({reason}): check that the image's `sandcastle` has the relay"
-            )
-        }
+        None => Err(not_started(&String::from_utf8_lossy(&stderr))),
+    }
+}
+
+/// The error of a relay that said no port, from its `stderr`: what its set-up said failed, or, when
+/// it did not run as this sandcastle's relay, what stopped it and the fix.
+fn not_started(stderr: &str) -> anyhow::Error {
+    let said = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("it printed nothing");
+    match said.strip_prefix(FAILED) {
+        Some(failed) => anyhow::anyhow!("the sandbox's relay stopped before listening: {failed}"),
+        None => anyhow::anyhow!(
+            "the sandbox's relay did not start ({said}): check that the image's `sandcastle` is as \
+             new as this one, with the relay and its --protect and --open"
+        ),
     }
 }
 
@@ -99,5 +108,21 @@ mod tests {
         ] {
             assert_eq!(parse(&refused), None, "{refused:?}");
         }
+    }
+
+    #[test]
+    fn a_relay_that_said_no_port_is_an_error_saying_what_stopped_it() {
+        let failed = format!("\n{FAILED}cannot open /gate-cache to every user (chmod 1777)\n");
+        assert_eq!(
+            not_started(&failed).to_string(),
+            "the sandbox's relay stopped before listening: cannot open /gate-cache to every user (chmod 1777)"
+        );
+        let old = not_started("error: unexpected argument '--protect' found\n").to_string();
+        assert!(
+            old.starts_with("the sandbox's relay did not start (error: unexpected argument")
+                && old.contains("--protect"),
+            "{old}"
+        );
+        assert!(not_started("").to_string().contains("(it printed nothing)"));
     }
 }
