@@ -46,6 +46,32 @@ fn wait_until(child: &mut Child, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// The id of this project's container whose name ends in `suffix`, once it runs while `child` does.
+fn running_named(h: &Harness, child: &mut Child, suffix: &str) -> String {
+    let mut found = None;
+    wait_until(child, &format!("a container named …{suffix}"), || {
+        found = h
+            .named_containers()
+            .into_iter()
+            .find(|(_, name)| name.ends_with(suffix));
+        found.is_some()
+    });
+    found.unwrap().0
+}
+
+/// Creates `signals` in every sandbox until `child` ends, which must be a success.
+fn signal_until_done(h: &Harness, child: &mut Child, signals: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run never ended");
+        for signal in signals {
+            h.touch_in_sandbox(signal);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(child.wait().unwrap().success());
+}
+
 /// The gate fails on the implementer's commit while the reviewer, beside it, approves that commit:
 /// the review is discarded (no pull request, no comment with it), the gate's output goes to the
 /// implementer, and only the review of the fixed commit reaches the forge. Both reviews' spend is
@@ -144,13 +170,7 @@ check = [["sh", "-c", "while ! test -f /tmp/review-seen; do sleep 0.2; done"]]"#
     wait_until(&mut run, "the reviewer asked the model", || {
         reviewer_asked(&h)
     });
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while run.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run never ended");
-        h.touch_in_sandbox("/tmp/review-seen");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(run.wait().unwrap().success());
+    signal_until_done(&h, &mut run, &["/tmp/review-seen"]);
     let report = h.last_report();
     assert_eq!(
         report["work"][0]["gateFirstPassed"], true,
@@ -252,16 +272,8 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
     let mut run = start(&h, issue);
 
     h.wait_for_file(&mut run, "/tmp/reviewing");
-    let mut ahead = None;
-    wait_until(&mut run, "a container started ahead", || {
-        ahead = h
-            .named_containers()
-            .into_iter()
-            // The implementer's is `-issue-1`, the reviewer's, started beside it, `-issue-1-2`.
-            .find(|(_, name)| name.ends_with("-issue-1-3"));
-        ahead.is_some()
-    });
-    let (ahead, _) = ahead.unwrap();
+    // The implementer's is `-issue-1`, the reviewer's, started beside it, `-issue-1-2`.
+    let ahead = running_named(&h, &mut run, "-issue-1-3");
     let reviewer = h
         .container_with("/tmp/reviewing")
         .expect("the reviewer still runs");
@@ -279,14 +291,7 @@ check = [["sh", "-c", "test -f fixed.txt || { echo 'GATE-SAYS: fixed.txt is miss
         Some(ahead.as_str()),
         "the implementer's turn ran in the container started ahead"
     );
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while run.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run never ended");
-        h.touch_in_sandbox("/tmp/implementer-go");
-        h.touch_in_sandbox("/tmp/review-go");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(run.wait().unwrap().success());
+    signal_until_done(&h, &mut run, &["/tmp/implementer-go", "/tmp/review-go"]);
     assert_eq!(
         h.remote_log("sandcastle/issue-1")[0],
         "Fix what check said".to_string()
@@ -319,15 +324,7 @@ fn the_reviewers_container_comes_and_the_implementers_goes_beside_a_turn() {
     let implementer = h
         .container_with("/tmp/implementing")
         .expect("the implementer's turn");
-    let mut ahead = None;
-    wait_until(&mut run, "the reviewer's container beside the turn", || {
-        ahead = h
-            .named_containers()
-            .into_iter()
-            .find(|(_, name)| name.ends_with("-issue-1-2"));
-        ahead.is_some()
-    });
-    let (ahead, _) = ahead.unwrap();
+    let ahead = running_named(&h, &mut run, "-issue-1-2");
     assert_ne!(ahead, implementer);
     assert!(
         h.container_with("/tmp/implementing").is_some(),
@@ -351,13 +348,7 @@ fn the_reviewers_container_comes_and_the_implementers_goes_beside_a_turn() {
         "the reviewer's turn still runs"
     );
 
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while run.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run never ended");
-        h.touch_in_sandbox("/tmp/review-go");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(run.wait().unwrap().success());
+    signal_until_done(&h, &mut run, &["/tmp/review-go"]);
     assert_eq!(h.pulls().len(), 1);
     assert!(h.containers().is_empty(), "{:?}", h.containers());
 }
