@@ -487,7 +487,7 @@ impl Sandboxed for WorkSandbox<'_> {
         if outcome.sandbox_stopped
             && let Some(sandbox) = self.sandbox.take()
         {
-            // Removed now: the fresh one takes its name, and nothing but its tree comes out of it.
+            // Let go now: nothing but its tree comes out of it.
             self.retire(sandbox, true);
             ctx.progress.note(&format!(
                 "{}: the sandbox stopped during {} iteration {}; the next turn starts a fresh one from the work branch",
