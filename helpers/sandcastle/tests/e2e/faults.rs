@@ -295,13 +295,13 @@ fn the_first_turns_container_starts_while_the_repository_is_fetched() {
 
     let mut run = h
         .command(&["run", "--issue", &issue.to_string()])
-        .env("SANDCASTLE_TEST_GIT_TIMEOUT", "30")
+        .env("SANDCASTLE_TEST_GIT_TIMEOUT", "15")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(60);
-    // The fetch stalls for 30 s: a container seen before the run ends came while it was held.
+    // The fetch stalls for 15 s: a container seen before the run ends came while it was held.
     while h.work_containers().is_empty() || proxy.stalled() == 0 {
         assert!(Instant::now() < until, "no container of the work appeared");
         assert!(run.try_wait().unwrap().is_none(), "sandcastle ended early");
@@ -311,7 +311,7 @@ fn the_first_turns_container_starts_while_the_repository_is_fetched() {
     let output = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("did not finish within 30s and was stopped"),
+        stderr.contains("did not finish within 15s and was stopped"),
         "{stderr}"
     );
     assert!(h.containers().is_empty(), "{:?}", h.containers());
