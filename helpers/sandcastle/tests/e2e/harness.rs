@@ -116,28 +116,16 @@ impl Harness {
     /// This project's containers but the gate's warm-ups (`-warm-` in the name), which run beside a
     /// work's first turn where there is a `check`: the works' own, for a test that counts them.
     pub fn work_containers(&self) -> Vec<String> {
-        let listed = labelled(
-            &["ps", "-a", "--format", "{{.ID}}/{{.Names}}"],
-            self.project(),
-        );
-        listed
+        ids_and_names(&["ps", "-a"], self.project())
             .into_iter()
-            .filter_map(|line| {
-                let (id, name) = line.split_once('/')?;
-                (!name.contains("-warm-")).then(|| id.to_string())
-            })
+            .filter(|(_, name)| !name.contains("-warm-"))
+            .map(|(id, _)| id)
             .collect()
     }
 
     /// This project's running containers as (id, name).
     pub fn named_containers(&self) -> Vec<(String, String)> {
-        labelled(&["ps", "--format", "{{.ID}}/{{.Names}}"], self.project())
-            .into_iter()
-            .filter_map(|line| {
-                let (id, name) = line.split_once('/')?;
-                Some((id.to_string(), name.to_string()))
-            })
-            .collect()
+        ids_and_names(&["ps"], self.project())
     }
 
     /// The id of this project's running container that holds `file`, if any: the one a turn that
@@ -588,6 +576,18 @@ fn command_in(project: &Path, args: &[&str]) -> Command {
 /// The containers (any run, stopped ones too) whose project is `project`.
 fn containers_of(project: &Path) -> Vec<String> {
     labelled(&["ps", "-aq"], project)
+}
+
+/// The (id, name) of each container `docker <ps>` lists whose project label is `project`.
+fn ids_and_names(ps: &[&str], project: &Path) -> Vec<(String, String)> {
+    let format = [ps, &["--format", "{{.ID}}/{{.Names}}"]].concat();
+    labelled(&format, project)
+        .into_iter()
+        .filter_map(|line| {
+            let (id, name) = line.split_once('/')?;
+            Some((id.to_string(), name.to_string()))
+        })
+        .collect()
 }
 
 /// The ids `docker <list>` prints for the objects whose project label is `project`.
